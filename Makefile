@@ -1,0 +1,25 @@
+# Quick start: `make demo` runs the main job on bundled data; `make test` runs the test suite.
+# Both create .venv (Python >= 3.12; the repo's .python-version selects pyenv's 3.12.1).
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "bda_jax needs Python >= 3.12, got " + sys.version.split()[0] + " (set PYTHON=python3.12)")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+.PHONY: demo test bench fuzz
+demo: $(STAMP)
+	$(VENV)/bin/bda demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q bda_jax tests
+
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/bench_onecoin.py
+
+fuzz: $(STAMP)
+	$(VENV)/bin/python benchmarks/fuzz_traces.py --mutations 100000

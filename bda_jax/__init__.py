@@ -1,0 +1,20 @@
+"""bda_jax: calibrated probabilities from multi-agent deliberation records (JAX + NumPyro).
+
+One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
+"""
+from ._src.counts import Counts, CountsInfo, tally
+from ._src.decisions import Decision, decide, majority
+from ._src.errors import ArtifactError, BdaError, DataError, TraceError
+from ._src.kernels import confusion_log_posterior, onecoin_log_posterior
+from ._src.normalize import default_normalizer, identity_normalizer
+from ._src.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
+                          read_traces, resolve_trace, skipped_summary, write_traces)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArtifactError", "BdaError", "Counts", "CountsInfo", "DataError", "Decision", "FORCES", "Move",
+    "ResolvedTrace", "SkippedMove", "Trace", "TraceError", "confusion_log_posterior", "decide",
+    "default_normalizer", "identity_normalizer", "majority", "onecoin_log_posterior",
+    "parse_trace", "read_traces", "resolve_trace", "skipped_summary", "tally", "write_traces",
+]

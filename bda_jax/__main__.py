@@ -1,0 +1,3 @@
+from bda_jax.cli import main
+
+main()

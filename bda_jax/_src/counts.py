@@ -1,0 +1,319 @@
+"""Endorsement counts: the one tally every model, baseline and metric reads (DESIGN §4).
+
+For task t, agent i and candidate g (K_t candidates, padded to K_max and masked):
+
+* ``N[t, i]``     informative moves of i (moves with a signed endorsement);
+* ``e[t, i, g]``  positive endorsements of g;
+* ``c[t, i, g]``  moves consistent with "the truth is g": endorsements of g plus rejections of
+  some a != g (seed 003 §3). These are also the pseudo-observations of Definition 1 that Eq. (4)
+  reads: a challenge of a adds one to every g != a, so sum_g c[t, i, g] >= N[t, i]. ``d = N - c``.
+* ``e0``, ``conf0`` round-0 positive endorsements and their stated confidences (NaN: none stated),
+  for the baselines only; BDA kernels never read ``conf0`` (Property 3).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from .errors import DataError, TraceError
+from .normalize import Normalizer, default_normalizer
+from .traces import Trace, resolve_trace
+
+__all__ = ["Counts", "CountsInfo", "tally"]
+
+_ARRAY_FIELDS = ("N", "e", "c", "mask", "K", "gold", "gold_missing", "cluster", "e0", "conf0")
+
+
+@dataclass(frozen=True)
+class CountsInfo:
+    """Names behind the integer axes of a :class:`Counts` (kept outside the pytree)."""
+
+    agents: tuple[str, ...]
+    task_ids: tuple[str, ...] | None = None
+    candidates: tuple[tuple[str, ...], ...] | None = None
+    vocab: tuple[str, ...] | None = None
+    clusters: tuple[str, ...] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@jax.tree_util.register_pytree_node_class
+class Counts:
+    """Count tensors of T tasks, I agents, K (=K_max) candidate slots. A JAX pytree.
+
+    Array fields (leaves): ``N`` [T,I] int32, ``e`` [T,I,K] int32, ``c`` [T,I,K] int32,
+    ``mask`` [T,K] bool, ``K`` [T] int32, ``gold`` [T] int32 (-1: unlabeled or not a candidate),
+    ``gold_missing`` [T] bool, ``cluster`` [T] int32, ``e0`` [T,I,K] int32, ``conf0`` [T,I,K]
+    float32. ``info`` (agent names, task ids, candidate strings, ``vocab``) is metadata outside the
+    pytree: it does not survive a trip through a JAX transformation.
+    """
+
+    __slots__ = _ARRAY_FIELDS + ("info",)
+
+    def __init__(self, N, e, c, mask, K, gold, gold_missing, cluster, e0, conf0, info=None):
+        self.N, self.e, self.c, self.mask, self.K = N, e, c, mask, K
+        self.gold, self.gold_missing, self.cluster, self.e0, self.conf0 = (
+            gold, gold_missing, cluster, e0, conf0)
+        self.info = info
+
+    # pytree protocol: arrays are children, names are not carried through transformations
+    def tree_flatten(self):
+        return tuple(getattr(self, f) for f in _ARRAY_FIELDS), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    def __repr__(self):
+        T, I, K = self.e.shape
+        return f"Counts(T={T}, I={I}, K_max={K}, vocab={self.vocab})"
+
+    @property
+    def d(self):
+        """Inconsistent counts ``d[t, i, g] = N[t, i] - c[t, i, g]`` (masked slots: 0)."""
+        return (self.N[..., None] - self.c) * self.mask[:, None, :]
+
+    @property
+    def agents(self):
+        return None if self.info is None else self.info.agents
+
+    @property
+    def task_ids(self):
+        return None if self.info is None else self.info.task_ids
+
+    @property
+    def candidates(self):
+        return None if self.info is None else self.info.candidates
+
+    @property
+    def vocab(self):
+        """The candidate list every task shares (semantic labels), or ``None``."""
+        return None if self.info is None else self.info.vocab
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.e.shape)
+
+    def take(self, index) -> "Counts":
+        """The sub-collection of tasks ``index`` (integer array or boolean mask), names kept."""
+        index = np.asarray(index)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        sub = [np.asarray(getattr(self, f))[index] for f in _ARRAY_FIELDS]
+        info = self.info
+        if info is not None:
+            pick = lambda seq: None if seq is None else tuple(seq[j] for j in index)
+            info = CountsInfo(info.agents, pick(info.task_ids), pick(info.candidates), info.vocab,
+                              info.clusters, dict(info.notes))
+        return Counts(*sub, info=info)
+
+    @classmethod
+    def from_arrays(cls, N, e, c, K=None, gold=None, *, e0=None, conf0=None, cluster=None,
+                    gold_missing=None, agents=None, vocab=None) -> "Counts":
+        """Build validated counts from tensors a user already holds.
+
+        ``N`` [T,I], ``e`` and ``c`` [T,I,K] non-negative integers with e <= c <= N and
+        sum_g e <= N; ``K`` [T] candidates per task (default: all K slots), slots >= K_t must
+        hold zeros. ``gold`` [T] in [-1, K_t). ``e0`` defaults to ``e`` (every endorsement taken
+        as round 0), ``conf0`` to NaN, ``cluster`` to one cluster per task. Raises
+        :class:`DataError` naming the field.
+        """
+        N, e, c = (_int_array(x, name) for x, name in ((N, "N"), (e, "e"), (c, "c")))
+        if N.ndim != 2:
+            raise DataError(f"N must be [T, I], got shape {N.shape}", field="N")
+        T, I = N.shape
+        for x, name in ((e, "e"), (c, "c")):
+            if x.ndim != 3 or x.shape[:2] != (T, I):
+                raise DataError(f"{name} must be [T, I, K] = [{T}, {I}, K], got {x.shape}",
+                                field=name)
+        if e.shape != c.shape:
+            raise DataError(f"e {e.shape} and c {c.shape} differ in shape", field="c")
+        Kmax = e.shape[2]
+        if Kmax < 1:
+            raise DataError("there must be at least one candidate slot", field="e")
+        Kt = np.full(T, Kmax, np.int32) if K is None else _int_array(K, "K")
+        if Kt.shape != (T,) or (Kt < 1).any() or (Kt > Kmax).any():
+            raise DataError(f"K must be [T] with 1 <= K_t <= {Kmax}", field="K")
+        mask = np.arange(Kmax)[None, :] < Kt[:, None]
+        for x, name in ((e, "e"), (c, "c")):
+            if (x * ~mask[:, None, :]).any():
+                raise DataError(f"{name} is nonzero in a slot beyond the task's K", field=name)
+        if (e > c).any():
+            raise DataError("e must not exceed c (an endorsement of g is consistent with g)",
+                            field="e")
+        if (c > N[..., None]).any():
+            raise DataError("c must not exceed N", field="c")
+        if (e.sum(-1) > N).any():
+            raise DataError("sum over candidates of e must not exceed N", field="e")
+        g = np.full(T, -1, np.int32) if gold is None else _int_array(gold, "gold", allow_neg=True)
+        if g.shape != (T,) or (g < -1).any() or (g >= Kt).any():
+            raise DataError("gold must be [T] with -1 (unlabeled) or an index below K_t",
+                            field="gold")
+        gm = np.zeros(T, bool) if gold_missing is None else np.asarray(gold_missing, bool)
+        e0 = e if e0 is None else _int_array(e0, "e0")
+        if e0.shape != e.shape:
+            raise DataError(f"e0 must have the shape of e {e.shape}", field="e0")
+        conf0 = (np.full(e.shape, np.nan, np.float32) if conf0 is None
+                 else np.asarray(conf0, np.float32))
+        if conf0.shape != e.shape:
+            raise DataError(f"conf0 must have the shape of e {e.shape}", field="conf0")
+        cl = np.arange(T, dtype=np.int32) if cluster is None else _int_array(cluster, "cluster")
+        if cl.shape != (T,):
+            raise DataError("cluster must be [T]", field="cluster")
+        agents = tuple(agents) if agents is not None else tuple(f"agent{i}" for i in range(I))
+        if len(agents) != I:
+            raise DataError(f"{len(agents)} agent names for I = {I}", field="agents")
+        info = CountsInfo(agents, vocab=None if vocab is None else tuple(vocab))
+        return cls(N, e, c, mask, Kt, g, gm, cl, e0, conf0, info)
+
+
+def _int_array(x, name, allow_neg=False) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer)
+                               or np.issubdtype(a.dtype, np.floating)):
+        raise DataError(f"{name} must hold integers, got dtype {a.dtype}", field=name)
+    if np.issubdtype(a.dtype, np.floating):
+        if not np.isfinite(a).all() or (a != np.round(a)).any():
+            raise DataError(f"{name} must hold whole numbers", field=name)
+    if not allow_neg and (a < 0).any():
+        raise DataError(f"{name} must be non-negative", field=name)
+    if a.size and np.abs(a).max() > np.iinfo(np.int32).max:
+        raise DataError(f"{name} exceeds the int32 range", field=name)
+    return a.astype(np.int32)
+
+
+def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
+          max_round: int | None = None, one_move_per_round: bool = False,
+          permute_candidates: int | None = None, unknown_agents: str = "error",
+          normalizer: Normalizer = default_normalizer, lenient: bool = False) -> Counts:
+    """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
+
+    Args:
+      traces: validated traces (:func:`bda_jax.read_traces`) or in-memory :class:`Trace` objects.
+      agents: fixed agent order shared by train and test (default: first seen across traces).
+      max_round: keep only moves of rounds <= max_round (``0``: the round-0 basis).
+      one_move_per_round: keep one informative move per agent per round, its last in file order.
+      permute_candidates: seed of a per-task random permutation of the candidate order
+        (the label-permutation control); ``vocab`` is then ``None``.
+      unknown_agents: with a given ``agents`` list, ``"error"`` raises on any other agent;
+        ``"drop"`` ignores their moves and records how many in ``counts.info.notes``.
+      normalizer, lenient: passed to the protocol automaton.
+
+    Packing is vectorized over all informative moves: no per-task Python loop after parsing.
+    """
+    if unknown_agents not in ("error", "drop"):
+        raise DataError(f"unknown_agents must be 'error' or 'drop', got {unknown_agents!r}",
+                        field="unknown_agents")
+    if max_round is not None and (not isinstance(max_round, int) or max_round < 0):
+        raise DataError(f"max_round must be a non-negative integer, got {max_round!r}",
+                        field="max_round")
+    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient) for t in traces]
+    T = len(resolved)
+    if T == 0:
+        raise DataError("no traces to tally", field="traces")
+    seen_tasks: dict[str, int] = {}
+    for t, r in enumerate(resolved):
+        if r.task_id in seen_tasks:
+            raise TraceError("duplicate task_id", task_id=r.task_id, field="task_id")
+        seen_tasks[r.task_id] = t
+
+    # ---- flatten the informative moves of all tasks (one entry per signed endorsement)
+    n_per_task = np.fromiter((len(r.sign) for r in resolved), np.int64, T)
+    task = np.repeat(np.arange(T, dtype=np.int64), n_per_task)
+    agent_names = np.array(list(itertools.chain.from_iterable(r.agent for r in resolved)),
+                           dtype=object)
+    cand = np.fromiter(itertools.chain.from_iterable(r.cand for r in resolved), np.int64)
+    sign = np.fromiter(itertools.chain.from_iterable(r.sign for r in resolved), np.int64)
+    rnd = np.fromiter(itertools.chain.from_iterable(r.round for r in resolved), np.int64)
+    conf = np.fromiter(itertools.chain.from_iterable(r.confidence for r in resolved), np.float64)
+
+    notes: dict[str, Any] = {}
+    if agents is None:
+        all_agents = itertools.chain.from_iterable(
+            (m.agent for m in r.admissible) for r in resolved)
+        agents = tuple(dict.fromkeys(all_agents))
+    else:
+        agents = tuple(agents)
+        if len(set(agents)) != len(agents):
+            raise DataError("the agent list has duplicates", field="agents")
+    index_of = {a: i for i, a in enumerate(agents)}
+    agent = np.fromiter((index_of.get(a, -1) for a in agent_names), np.int64, len(agent_names))
+    unknown = agent < 0
+    if unknown.any():
+        if unknown_agents == "error":
+            k = int(np.flatnonzero(unknown)[0])
+            r = resolved[task[k]]
+            move_id = r.moves[k - int(n_per_task[:task[k]].sum())]
+            raise TraceError(f"agent {agent_names[k]!r} is not in the agent list {list(agents)} "
+                             "(pass unknown_agents='drop' to ignore such moves)",
+                             task_id=r.task_id, move_id=move_id, field="agent")
+        notes["dropped_unknown_agent_moves"] = int(unknown.sum())
+    I = len(agents)
+    if I == 0:
+        raise DataError("no agents", field="agents")
+
+    keep = ~unknown
+    if max_round is not None:
+        keep &= rnd <= max_round
+    task, agent, cand, sign, rnd, conf = (x[keep] for x in (task, agent, cand, sign, rnd, conf))
+    if one_move_per_round and task.size:
+        # entries are in file order within a task; keep the last per (task, agent, round)
+        order = np.lexsort((np.arange(task.size), rnd, agent, task))
+        key = np.stack([task[order], agent[order], rnd[order]])
+        last = np.ones(order.size, bool)
+        last[:-1] = (key[:, 1:] != key[:, :-1]).any(0)
+        sel = np.sort(order[last])
+        task, agent, cand, sign, rnd, conf = (x[sel] for x in (task, agent, cand, sign, rnd, conf))
+
+    # ---- candidate sets, gold, clusters
+    Kt = np.fromiter((len(r.keys) for r in resolved), np.int32, T)
+    Kmax = int(Kt.max())
+    mask = np.arange(Kmax)[None, :] < Kt[:, None]
+    gold = np.fromiter((r.gold for r in resolved), np.int32, T)
+    gold_missing = np.fromiter((r.gold_missing for r in resolved), bool, T)
+    cluster_names, cluster = np.unique(np.array([r.cluster for r in resolved], dtype=object),
+                                       return_inverse=True)
+    cand_table = np.full((T, Kmax), None, dtype=object)
+    for t, r in enumerate(resolved):           # metadata only: the display strings
+        cand_table[t, :len(r.candidates)] = r.candidates
+    first_keys = resolved[0].keys
+    vocab = (tuple(resolved[0].candidates)
+             if all(r.keys == first_keys for r in resolved) else None)
+
+    if permute_candidates is not None:
+        rng = np.random.default_rng(permute_candidates)
+        noise = np.where(mask, rng.random((T, Kmax)), np.inf)
+        perm = np.argsort(noise, axis=1, kind="stable")      # new slot -> old slot
+        inv = np.argsort(perm, axis=1, kind="stable")        # old slot -> new slot
+        cand = inv[task, cand]
+        gold = np.where(gold >= 0, inv[np.arange(T), np.maximum(gold, 0)], -1).astype(np.int32)
+        cand_table = np.take_along_axis(cand_table, perm, axis=1)
+        vocab = None
+
+    # ---- pack (vectorized scatter-adds)
+    flat_ti = task * I + agent
+    N = np.bincount(flat_ti, minlength=T * I).reshape(T, I)
+    flat_tig = flat_ti * Kmax + cand
+    pos = sign > 0
+    e = np.bincount(flat_tig[pos], minlength=T * I * Kmax).reshape(T, I, Kmax)
+    rejected = np.bincount(flat_tig[~pos], minlength=T * I * Kmax).reshape(T, I, Kmax)
+    c = (e + (rejected.sum(-1, keepdims=True) - rejected) * mask[:, None, :])
+    r0 = pos & (rnd == 0)
+    e0 = np.bincount(flat_tig[r0], minlength=T * I * Kmax).reshape(T, I, Kmax)
+    conf0 = np.full(T * I * Kmax, np.nan, np.float32)
+    stated = r0 & np.isfinite(conf)
+    idx = flat_tig[stated]
+    if idx.size:   # the last stated confidence per (task, agent, candidate) wins
+        rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
+        conf0[rev_unique] = conf[stated][::-1][rev_first]
+    conf0 = conf0.reshape(T, I, Kmax)
+
+    info = CountsInfo(agents, tuple(r.task_id for r in resolved),
+                      tuple(tuple(x for x in row if x is not None) for row in cand_table),
+                      vocab, tuple(cluster_names), notes)
+    i32 = lambda x: np.ascontiguousarray(x, dtype=np.int32)
+    return Counts(i32(N), i32(e), i32(c), mask, Kt, gold, gold_missing, i32(cluster), i32(e0),
+                  conf0, info)

@@ -1,0 +1,521 @@
+"""Deliberation traces: the ``Move``/``Trace`` types, JSON Lines I/O and the protocol automaton.
+
+Trace format (DESIGN §3): one JSON object per line, one task per object::
+
+    {"task_id": "q17", "candidates": ["A", "B"], "gold": "B", "cluster": "q17",
+     "moves": [{"id": "m1", "agent": "gemma", "round": 0, "force": "propose", "answer": "B"}, ...]}
+
+The automaton (:func:`resolve_trace`) walks the moves in file order (file order is time) and turns
+each admissible move into at most one *signed endorsement* of a candidate (seed 003, §3 and the
+force table of Appendix D.7):
+
+========================  ====  ==========================================
+force                     sign  endorsed candidate
+========================  ====  ==========================================
+propose, vote             +1    its own ``answer``
+concede (another agent)   +1    the target's answer (chains are followed)
+challenge (another's)     -1    the target's answer
+challenge (own move)      -1    treated as a retract of that answer
+retract                   -1    one's own earlier answer (``target`` or ``answer``)
+self-concede, abstain     none  (no information)
+========================  ====  ==========================================
+
+Stated confidences are carried for the baselines only; BDA never reads them (Property 3).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import TraceError
+from .normalize import Normalizer, default_normalizer
+
+__all__ = [
+    "FORCES", "Move", "Trace", "ResolvedTrace", "SkippedMove", "read_traces", "write_traces",
+    "parse_trace", "resolve_trace", "skipped_summary",
+]
+
+FORCES = ("propose", "vote", "concede", "challenge", "retract", "abstain")
+_MOVE_KEYS = ("id", "agent", "round", "force", "answer", "target", "confidence")
+_TASK_KEYS = ("task_id", "candidates", "gold", "cluster", "moves")
+
+
+@dataclass(frozen=True)
+class Move:
+    """One typed move of a deliberation. ``extra`` keeps unknown keys (e.g. free text) verbatim."""
+
+    id: str
+    agent: str
+    round: int
+    force: str
+    answer: str | None = None
+    target: str | None = None
+    confidence: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"id": self.id, "agent": self.agent, "round": self.round,
+                               "force": self.force}
+        for key in ("answer", "target", "confidence"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class SkippedMove:
+    """A move that lenient mode left out, and why (``code`` is a stable machine-readable reason)."""
+
+    move_id: str | None
+    code: str
+    reason: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One task's deliberation.
+
+    ``candidates`` is the candidate list as given (``None``: the answers that appear in the moves,
+    first seen first). ``gold`` is never added to the candidates: a gold that is not a candidate
+    is scored wrong. ``skipped`` lists moves dropped by lenient reading.
+    """
+
+    task_id: str
+    moves: tuple[Move, ...]
+    candidates: tuple[str, ...] | None = None
+    gold: str | None = None
+    cluster: str | None = None
+    skipped: tuple[SkippedMove, ...] = field(default=(), compare=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    source: tuple[str | None, int | None] = field(default=(None, None), compare=False, repr=False)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"task_id": self.task_id}
+        if self.candidates is not None:
+            out["candidates"] = list(self.candidates)
+        if self.gold is not None:
+            out["gold"] = self.gold
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
+        out["moves"] = [m.to_json() for m in self.moves]
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class ResolvedTrace:
+    """What the automaton extracts from one trace; the only input :func:`bda_jax.tally` reads.
+
+    ``candidates`` are display strings, ``keys`` their normalized forms (same order). Each
+    informative move contributes one entry to the parallel tuples ``agent``, ``cand``, ``sign``,
+    ``round`` and ``confidence`` (NaN where none was stated).
+    """
+
+    task_id: str
+    candidates: tuple[str, ...]
+    keys: tuple[str, ...]
+    gold: int            # -1: unlabeled or gold not a candidate
+    gold_missing: bool   # gold given but not a candidate
+    cluster: str
+    agent: tuple[str, ...]
+    cand: tuple[int, ...]
+    sign: tuple[int, ...]
+    round: tuple[int, ...]
+    confidence: tuple[float, ...]
+    moves: tuple[str, ...]   # ids of the informative moves, parallel to the tuples above
+    skipped: tuple[SkippedMove, ...]
+    admissible: tuple[Move, ...] = ()   # the moves the automaton kept, in file order
+
+
+class _Inadmissible(Exception):
+    def __init__(self, code: str, reason: str, field: str | None = None):
+        super().__init__(reason)
+        self.code, self.reason, self.field = code, reason, field
+
+
+# ----------------------------------------------------------------------------------- parsing
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _id_str(x, what: str, fld: str) -> str:
+    if isinstance(x, str) and x.strip():
+        return x
+    if _is_int(x):
+        return str(x)
+    raise _Inadmissible("bad_type", f"{what} must be a non-empty string (or an integer), "
+                        f"got {type(x).__name__} {x!r}", fld)
+
+
+def _parse_move(raw, position: int) -> Move:
+    """Structural checks of one move (types, ranges); raises ``_Inadmissible``."""
+    if not isinstance(raw, dict):
+        raise _Inadmissible("bad_type", f"move #{position} must be a JSON object, "
+                            f"got {type(raw).__name__}")
+    if "id" not in raw:
+        raise _Inadmissible("missing_id", "move has no 'id'", "id")
+    move_id = _id_str(raw["id"], "move id", "id")
+    try:
+        if "force" not in raw:
+            raise _Inadmissible("missing_force", "move has no 'force'", "force")
+        force = raw["force"]
+        if not isinstance(force, str):
+            raise _Inadmissible("bad_type", f"force must be a string, got {type(force).__name__}",
+                                "force")
+        force = force.strip().lower()
+        if force not in FORCES:
+            raise _Inadmissible("unknown_force", f"unknown force {raw['force']!r}; expected one "
+                                f"of {', '.join(FORCES)}", "force")
+        if "agent" not in raw or raw["agent"] is None:
+            raise _Inadmissible("missing_agent", "move has no 'agent'", "agent")
+        agent = raw["agent"]
+        if not isinstance(agent, str) or not agent.strip():
+            raise _Inadmissible("bad_type", f"agent must be a non-empty string, got {agent!r}",
+                                "agent")
+        if "round" not in raw:
+            raise _Inadmissible("bad_round", "move has no 'round'", "round")
+        rnd = raw["round"]
+        if not _is_int(rnd) or rnd < 0:
+            raise _Inadmissible("bad_round", f"round must be a non-negative integer, got {rnd!r}",
+                                "round")
+        answer = raw.get("answer")
+        if answer is not None and not isinstance(answer, str):
+            raise _Inadmissible("bad_type", f"answer must be a string, got "
+                                f"{type(answer).__name__} {answer!r}", "answer")
+        target = raw.get("target")
+        if target is not None:
+            target = _id_str(target, "target", "target")
+        conf = raw.get("confidence")
+        if conf is not None:
+            if not isinstance(conf, (int, float)) or isinstance(conf, bool):
+                raise _Inadmissible("bad_confidence", f"confidence must be a number in [0, 1], "
+                                    f"got {type(conf).__name__} {conf!r}", "confidence")
+            conf = float(conf)
+            if not math.isfinite(conf) or not 0.0 <= conf <= 1.0:
+                raise _Inadmissible("bad_confidence", f"confidence must be in [0, 1], got {conf!r}",
+                                    "confidence")
+        if force in ("propose", "vote"):
+            if answer is None:
+                raise _Inadmissible("missing_answer", f"a {force} needs an 'answer'", "answer")
+            if target is not None:
+                raise _Inadmissible("unexpected_field", f"a {force} takes no 'target'", "target")
+        elif force in ("concede", "challenge"):
+            if target is None:
+                raise _Inadmissible("missing_target", f"a {force} needs a 'target'", "target")
+            if force == "challenge" and answer is not None:
+                raise _Inadmissible("unexpected_field", "a challenge takes no 'answer' (it rejects "
+                                    "its target's answer)", "answer")
+        elif force == "retract":
+            if target is None and answer is None:
+                raise _Inadmissible("missing_target", "a retract needs a 'target' or an 'answer'",
+                                    "target")
+        else:  # abstain
+            for key in ("answer", "target"):
+                if raw.get(key) is not None:
+                    raise _Inadmissible("unexpected_field", f"an abstain takes no {key!r}", key)
+    except _Inadmissible as err:
+        err.move_id = move_id
+        raise
+    extra = {k: v for k, v in raw.items() if k not in _MOVE_KEYS}
+    return Move(move_id, agent, rnd, force, answer, target, conf, extra)
+
+
+def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
+    """Build a :class:`Trace` from a decoded JSON object, checking every field's type.
+
+    Task-level problems always raise :class:`TraceError`; move-level problems raise too unless
+    ``lenient``, in which case the move is skipped and recorded in ``Trace.skipped``. Protocol
+    admissibility (targets, candidates, rounds) is checked by :func:`resolve_trace`.
+    """
+    where = dict(file=file, line=line)
+    if not isinstance(raw, dict):
+        raise TraceError(f"a task must be a JSON object, got {type(raw).__name__}", **where)
+    if "task_id" not in raw or raw["task_id"] is None:
+        raise TraceError("task has no 'task_id'", field="task_id", **where)
+    try:
+        task_id = _id_str(raw["task_id"], "task_id", "task_id")
+    except _Inadmissible as err:
+        raise TraceError(err.reason, field="task_id", **where) from None
+    where["task_id"] = task_id
+    cands = raw.get("candidates")
+    if cands is not None:
+        if not isinstance(cands, list) or not all(isinstance(c, str) for c in cands):
+            raise TraceError("candidates must be a list of strings", field="candidates", **where)
+        if not cands:
+            raise TraceError("candidates is empty", field="candidates", **where)
+        cands = tuple(cands)
+    gold = raw.get("gold")
+    if gold is not None and not isinstance(gold, str):
+        raise TraceError(f"gold must be a string or null, got {type(gold).__name__} {gold!r}",
+                         field="gold", **where)
+    cluster = raw.get("cluster")
+    if cluster is not None:
+        try:
+            cluster = _id_str(cluster, "cluster", "cluster")
+        except _Inadmissible as err:
+            raise TraceError(err.reason, field="cluster", **where) from None
+    if "moves" not in raw:
+        raise TraceError("task has no 'moves'", field="moves", **where)
+    raw_moves = raw["moves"]
+    if not isinstance(raw_moves, list):
+        raise TraceError(f"moves must be a list, got {type(raw_moves).__name__}", field="moves",
+                         **where)
+    if not raw_moves:
+        raise TraceError("moves is empty", field="moves", **where)
+    moves, skipped = [], []
+    for position, raw_move in enumerate(raw_moves):
+        try:
+            moves.append(_parse_move(raw_move, position))
+        except _Inadmissible as err:
+            move_id = getattr(err, "move_id", None)
+            if not lenient:
+                raise TraceError(err.reason, move_id=move_id, field=err.field, **where) from None
+            skipped.append(SkippedMove(move_id, err.code, err.reason, err.field))
+    extra = {k: v for k, v in raw.items() if k not in _TASK_KEYS}
+    return Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
+
+
+# ----------------------------------------------------------------------------------- automaton
+def resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
+                  lenient: bool = False) -> ResolvedTrace:
+    """Memoized front of :func:`_resolve_trace` (the result is cached on the trace object)."""
+    cache = trace.__dict__.setdefault("_resolved_cache", {})
+    key = (normalizer, lenient)
+    if key not in cache:
+        cache.clear()
+        cache[key] = _resolve_trace(trace, normalizer=normalizer, lenient=lenient)
+    return cache[key]
+
+
+def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
+                   lenient: bool = False) -> ResolvedTrace:
+    """Run the protocol automaton over one trace (DESIGN §3-§4; seed 003 §3, Appendix D.7).
+
+    Checks admissibility in file order (time): unique move ids; rounds never decrease per agent;
+    a target exists, comes earlier and resolves to an answer (a concede of a concede follows the
+    chain); answers lie in the candidate set; a retract names the agent's own earlier answer.
+    Returns the informative moves as signed endorsements. With ``lenient`` an inadmissible move is
+    skipped (and so are moves that target it) and recorded with its reason.
+    """
+    file, line = trace.source
+    where = dict(file=file, line=line, task_id=trace.task_id)
+
+    # Candidate set: given (normalized keys must be unique) or first-seen answers.
+    if trace.candidates is not None:
+        keys = [normalizer(c) for c in trace.candidates]
+        seen: dict[str, int] = {}
+        for idx, key in enumerate(keys):
+            if key in seen:
+                raise TraceError(f"candidates {trace.candidates[seen[key]]!r} and "
+                                 f"{trace.candidates[idx]!r} collide after normalization "
+                                 f"(both {key!r})", field="candidates", **where)
+            seen[key] = idx
+        display = list(trace.candidates)
+        fixed = True
+    else:
+        keys, display, seen, fixed = [], [], {}, False
+
+    def candidate_index(answer: str) -> int:
+        key = normalizer(answer)
+        if key in seen:
+            return seen[key]
+        if fixed:
+            raise _Inadmissible("answer_not_candidate", f"answer {answer!r} is not one of the "
+                                f"candidates {list(trace.candidates)}", "answer")
+        seen[key] = len(keys)
+        keys.append(key)
+        display.append(answer)
+        return seen[key]
+
+    skipped = list(trace.skipped)
+    all_ids = {m.id for m in trace.moves}
+    skipped_ids = {s.move_id for s in skipped if s.move_id is not None}
+    moves_by_id: dict[str, Move] = {}
+    answer_of: dict[str, int | None] = {}     # admissible move id -> answer it stands for
+    last_round: dict[str, int] = {}
+    endorsed: dict[str, set[int]] = {}        # agent -> candidates it has endorsed positively
+    admissible: list[Move] = []
+    out_agent, out_cand, out_sign, out_round, out_conf, out_ids = [], [], [], [], [], []
+
+    seen_ids = set(skipped_ids)
+    for move in trace.moves:
+        duplicate = move.id in seen_ids
+        seen_ids.add(move.id)
+        try:
+            if duplicate:
+                raise _Inadmissible("duplicate_move_id", f"move id {move.id!r} is used twice",
+                                    "id")
+            if move.agent in last_round and move.round < last_round[move.agent]:
+                raise _Inadmissible("round_decreasing", f"round {move.round} comes after round "
+                                    f"{last_round[move.agent]} for agent {move.agent!r}", "round")
+            target = None
+            if move.target is not None:
+                if move.target in moves_by_id:
+                    target = moves_by_id[move.target]
+                elif move.target in skipped_ids:
+                    raise _Inadmissible("target_skipped", f"target {move.target!r} was skipped "
+                                        "as inadmissible", "target")
+                elif move.target in all_ids:
+                    raise _Inadmissible("target_not_earlier", f"target {move.target!r} does not "
+                                        "come earlier in the trace", "target")
+                else:
+                    raise _Inadmissible("unknown_target", f"target {move.target!r} is not a move "
+                                        "of this task", "target")
+            sign, cand = 0, None
+            force = move.force
+            if force in ("propose", "vote"):
+                cand, sign = candidate_index(move.answer), +1
+            elif force == "concede":
+                cand = answer_of[target.id]
+                if cand is None:
+                    raise _Inadmissible("target_without_answer", f"concede target {target.id!r} "
+                                        f"({target.force}) carries no answer", "target")
+                if move.answer is not None and candidate_index(move.answer) != cand:
+                    raise _Inadmissible("answer_mismatch", f"concede answer {move.answer!r} "
+                                        f"differs from its target's answer {display[cand]!r}",
+                                        "answer")
+                sign = 0 if target.agent == move.agent else +1   # self-concede: no information
+            elif force == "challenge":
+                cand = answer_of[target.id]
+                if cand is None:
+                    raise _Inadmissible("target_without_answer", f"challenge target "
+                                        f"{target.id!r} ({target.force}) carries no answer",
+                                        "target")
+                sign = -1     # a self-challenge is a retract of the same answer: also -1
+            elif force == "retract":
+                if target is not None:
+                    if target.agent != move.agent:
+                        raise _Inadmissible("retract_not_own", f"retract target {target.id!r} "
+                                            f"belongs to agent {target.agent!r}", "target")
+                    cand = answer_of[target.id]
+                    if cand is None:
+                        raise _Inadmissible("target_without_answer", f"retract target "
+                                            f"{target.id!r} carries no answer", "target")
+                    if move.answer is not None and candidate_index(move.answer) != cand:
+                        raise _Inadmissible("answer_mismatch", f"retract answer {move.answer!r} "
+                                            f"differs from its target's answer", "answer")
+                else:
+                    cand = candidate_index(move.answer)
+                    if cand not in endorsed.get(move.agent, ()):
+                        raise _Inadmissible("retract_unendorsed", f"agent {move.agent!r} never "
+                                            f"endorsed {move.answer!r}, so cannot retract it",
+                                            "answer")
+                sign = -1
+        except _Inadmissible as err:
+            if not lenient:
+                raise TraceError(err.reason, move_id=move.id, field=err.field, **where) from None
+            skipped.append(SkippedMove(move.id, err.code, err.reason, err.field))
+            if not duplicate:
+                skipped_ids.add(move.id)
+            continue
+        moves_by_id[move.id] = move
+        admissible.append(move)
+        answer_of[move.id] = cand if force in ("propose", "vote", "concede") else None
+        last_round[move.agent] = move.round
+        if sign > 0:
+            endorsed.setdefault(move.agent, set()).add(cand)
+        if sign != 0:
+            out_agent.append(move.agent)
+            out_cand.append(cand)
+            out_sign.append(sign)
+            out_round.append(move.round)
+            out_conf.append(math.nan if move.confidence is None or sign < 0 else move.confidence)
+            out_ids.append(move.id)
+
+    if not keys:
+        raise TraceError("the task has no candidates: give 'candidates' or at least one move "
+                         "with an answer", field="candidates", **where)
+    gold, gold_missing = -1, False
+    if trace.gold is not None:
+        gkey = normalizer(trace.gold)
+        if gkey in seen:
+            gold = seen[gkey]
+        else:
+            gold_missing = True
+    cluster = trace.cluster if trace.cluster is not None else trace.task_id
+    return ResolvedTrace(trace.task_id, tuple(display), tuple(keys), gold, gold_missing, cluster,
+                         tuple(out_agent), tuple(out_cand), tuple(out_sign), tuple(out_round),
+                         tuple(out_conf), tuple(out_ids), tuple(skipped), tuple(admissible))
+
+
+# ----------------------------------------------------------------------------------- file I/O
+def read_traces(path, *, lenient: bool = False,
+                normalizer: Normalizer = default_normalizer) -> list[Trace]:
+    """Read and validate a JSON Lines trace file (blank lines are ignored).
+
+    Every task is parsed and run through the protocol automaton, so a returned list is known to be
+    admissible. Strict mode (default) raises :class:`TraceError` at the first problem, naming
+    file, line, task, move and field. ``lenient=True`` skips inadmissible moves, records them in
+    each ``Trace.skipped`` and warns with a per-reason summary (:func:`skipped_summary`);
+    task-level problems (bad JSON, duplicate task ids, ...) still raise.
+    """
+    path = os.fspath(path)
+    traces: list[Trace] = []
+    first_line: dict[str, int] = {}
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as err:
+        raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
+    with handle:
+        for lineno, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise TraceError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
+                                 line=lineno) from None
+            trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
+            if trace.task_id in first_line:
+                raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
+                                 file=path, line=lineno, task_id=trace.task_id, field="task_id")
+            first_line[trace.task_id] = lineno
+            resolved = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
+            if len(resolved.skipped) != len(trace.skipped):
+                trace = dataclasses.replace(trace, moves=resolved.admissible,
+                                            skipped=resolved.skipped)
+            traces.append(trace)
+    if not traces:
+        raise TraceError("the file holds no task", file=path)
+    if lenient:
+        summary = skipped_summary(traces)
+        if summary:
+            total = sum(summary.values())
+            detail = ", ".join(f"{code}: {n}" for code, n in sorted(summary.items()))
+            warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
+                          stacklevel=2)
+    return traces
+
+
+def skipped_summary(traces: Iterable[Trace]) -> dict[str, int]:
+    """Count the moves lenient reading skipped, by reason code."""
+    return dict(Counter(s.code for t in traces for s in t.skipped))
+
+
+def write_traces(traces: Sequence[Trace], path) -> None:
+    """Write traces as JSON Lines, atomically: a failure leaves no half-written file behind."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bda_tmp_", suffix=".jsonl", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for trace in traces:
+                handle.write(json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False))
+                handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,1 @@
+"""Bundled example data (original, Apache-2.0; see NOTICE)."""

@@ -1,0 +1,1 @@
+"""NumPyro models of bda_jax, installed as ``bda_jax.models`` (see pyproject's package-dir)."""
