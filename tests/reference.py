@@ -1,0 +1,48 @@
+"""Independent references and fixtures shared by the tests (never the code under test)."""
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "bda_jax" / "data" / "example_council.jsonl"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def onecoin_reference(N, e, c, K, alpha, beta, tau=1.0, log_prior=None, factor=True):
+    """Independent float64 NumPy/SciPy evaluation of seed 003 Eqs. (1)-(2), full Beta functions.
+
+    N [T,I], e, c [T,I,Kmax], K [T]; returns normalized log-posteriors [T, Kmax] (-inf padding).
+    """
+    from scipy.special import betaln, logsumexp
+    N, e, c = (np.asarray(x, np.float64) for x in (N, e, c))
+    K = np.asarray(K)
+    a = np.asarray(alpha, np.float64)[None, :, None]
+    b = np.asarray(beta, np.float64)[None, :, None]
+    d = N[..., None] - c
+    log_f = betaln(a + c, b + d) - betaln(a, b)
+    if factor:
+        log_f = log_f - (N[..., None] - e) * np.log(np.maximum(K - 1, 1))[:, None, None]
+    score = tau * log_f.sum(1)
+    if log_prior is not None:
+        score = score + log_prior
+    mask = np.arange(e.shape[2])[None, :] < K[:, None]
+    score = np.where(mask, score, -np.inf)
+    return score - logsumexp(score, axis=1, keepdims=True)
+
+
+def random_counts(rng, T, I, K, max_moves=6, ragged=True):
+    """Random consistent count tensors: each agent makes positive endorsements and rejections."""
+    Kt = rng.integers(2, K + 1, T) if ragged else np.full(T, K)
+    mask = np.arange(K)[None, :] < Kt[:, None]
+    moves = rng.integers(0, max_moves + 1, (T, I))
+    pos_frac = rng.random((T, I))
+    e = np.zeros((T, I, K), np.int64)
+    rej = np.zeros((T, I, K), np.int64)
+    for t in range(T):
+        p = np.where(mask[t], 1.0, 0.0) / Kt[t]
+        for i in range(I):
+            n_pos = rng.binomial(moves[t, i], pos_frac[t, i])
+            e[t, i] = rng.multinomial(n_pos, p)
+            rej[t, i] = rng.multinomial(moves[t, i] - n_pos, p)
+    c = e + (rej.sum(-1, keepdims=True) - rej) * mask[:, None, :]
+    return moves, e, c, Kt
