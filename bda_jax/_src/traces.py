@@ -347,7 +347,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     admissible: list[Move] = []
     out_agent, out_cand, out_sign, out_round, out_conf, out_ids = [], [], [], [], [], []
 
-    seen_ids = set(skipped_ids)
+    seen_ids: set[str] = set()
     for move in trace.moves:
         duplicate = move.id in seen_ids
         seen_ids.add(move.id)
@@ -484,6 +484,7 @@ def read_traces(path, *, lenient: bool = False,
             if len(resolved.skipped) != len(trace.skipped):
                 trace = dataclasses.replace(trace, moves=resolved.admissible,
                                             skipped=resolved.skipped)
+                trace.__dict__["_resolved_cache"] = {(normalizer, lenient): resolved}
             traces.append(trace)
     if not traces:
         raise TraceError("the file holds no task", file=path)
