@@ -1,4 +1,4 @@
-"""Throughput of the one-coin BDA posterior kernel against a SciPy reference and a streaming ceiling.
+"""Throughput of the one-coin BDA posterior kernel vs a SciPy reference and a streaming ceiling.
 
 What is measured (all in one process, on JAX's default backend; the CPU by default):
 
@@ -114,7 +114,7 @@ def large_workload(T, seed, I=N_AGENTS, K=N_CANDIDATES, n_max=LARGE_N_MAX):
     """
     rng = np.random.default_rng(seed)
     lo, hi = np.log(DEFAULT_TABLE_SIZE / K), np.log((n_max - 8 * K) / K)
-    per_cand = np.exp(rng.uniform(lo, hi, size=(T, I))).astype(np.int64)    # moves per candidate
+    per_cand = np.ceil(np.exp(rng.uniform(lo, hi, size=(T, I)))).astype(np.int64)  # per candidate
     base_rej = (per_cand * rng.uniform(0.0, 0.3, size=(T, I))).astype(np.int64)
     base_pos = per_cand - base_rej
     e = base_pos[..., None] + rng.integers(0, 4, size=(T, I, K))
@@ -345,7 +345,8 @@ def main(argv=None):
     p.add_argument("--ref-reps", type=int, default=3,
                    help="repetitions of the SciPy reference (default 3, at least 3)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON path (default {DEFAULT_OUT})")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help="JSON output path (default benchmarks/results/onecoin_cpu.json)")
     args = p.parse_args(argv)
     if args.reps < 7 or args.ref_reps < 3:
         p.error("--reps must be >= 7 and --ref-reps >= 3")
