@@ -30,6 +30,7 @@ from .errors import DataError
 __all__ = ["onecoin_log_posterior", "confusion_log_posterior", "DEFAULT_TABLE_SIZE"]
 
 DEFAULT_TABLE_SIZE = 64
+_UNROLL_AGENTS = 32    # councils: per-agent Python loops (unrolled); crowds: vectorized sums
 
 
 def _float_dtype(dtype):
@@ -84,9 +85,15 @@ def _beta_part_tables(N, c, alpha, beta, table_size):
     # Materialize the small table: otherwise XLA fuses its log-Gamma producers into the gather
     # and recomputes them for every one of the T*I*K cells (10x slower).
     table = jax.lax.optimization_barrier(table)
-    index = ((jnp.arange(I, dtype=jnp.int32)[None, :, None] * S + jnp.clip(N, 0, S - 1)[..., None])
-             * S + jnp.clip(c, 0, S - 1))
-    return jnp.sum(jnp.take(table.reshape(-1), index, mode="clip"), axis=1)
+    table = table.reshape(-1)
+    N, c = jnp.clip(N, 0, S - 1), jnp.clip(c, 0, S - 1)
+    if I > _UNROLL_AGENTS:
+        index = (jnp.arange(I, dtype=jnp.int32)[None, :, None] * S + N[..., None]) * S + c
+        return jnp.sum(jnp.take(table, index, mode="clip"), axis=1)
+    out = 0.0
+    for i in range(I):   # one fused gather-and-add per agent: ~7x faster than a [T, I, K] sum
+        out = out + jnp.take(table, (i * S + N[:, i, None]) * S + c[:, i, :], mode="clip")
+    return out
 
 
 def _beta_part_direct(N, c, alpha, beta):
@@ -97,9 +104,19 @@ def _beta_part_direct(N, c, alpha, beta):
     return jnp.sum(gammaln(a + c.astype(dt)) + gammaln(b + (N[..., None] - c).astype(dt)), axis=1)
 
 
+def _sum_agents(x, xp):
+    """Sum over the agent axis (-2); unrolled for councils, which XLA:CPU fuses far better."""
+    if xp is np or x.shape[-2] > _UNROLL_AGENTS:
+        return x.sum(axis=-2)
+    out = x[..., 0, :]
+    for i in range(1, x.shape[-2]):
+        out = out + x[..., i, :]
+    return out
+
+
 def _finish(beta_part, e, mask, K, tau, log_prior, xp):
     """Add the (K - 1) term (via integer endorsement totals), temper, add the prior, normalize."""
-    E = e.sum(axis=-2)                                       # [..., T, K]
+    E = _sum_agents(e, xp)                                   # [..., T, K]
     log_km1 = xp.log(xp.maximum(K - 1, 1).astype(beta_part.dtype))[..., None]
     score = tau[..., None, None] * (beta_part + (E - E[..., :1]).astype(beta_part.dtype) * log_km1)
     score = xp.where(mask, score + log_prior, -xp.inf)
@@ -183,7 +200,7 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
 
     >>> import numpy as np
     >>> counts = Counts.from_arrays(N=[[1]], e=[[[1, 0, 0]]], c=[[[1, 0, 0]]])
-    >>> np.exp(onecoin_log_posterior(counts, [7.0], [3.0])).round(3).tolist()
+    >>> np.exp(onecoin_log_posterior(counts, [7.0], [3.0])).astype(float).round(3).tolist()
     [[0.7, 0.15, 0.15]]
     """
     dt = _float_dtype(dtype)
@@ -223,7 +240,7 @@ def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, 
     >>> import numpy as np
     >>> counts = Counts.from_arrays(N=[[1]], e=[[[1, 0]]], c=[[[1, 0]]])
     >>> P = np.array([[[0.8, 0.2], [0.3, 0.7]]])
-    >>> np.exp(confusion_log_posterior(counts, P)).round(4).tolist()
+    >>> np.exp(confusion_log_posterior(counts, P)).astype(float).round(4).tolist()
     [[0.7273, 0.2727]]
     """
     dt = _float_dtype(dtype)
