@@ -264,3 +264,17 @@ def test_custom_normalizer_changes_matching(tmp_path):
     (trace,) = bda.read_traces(path, normalizer=bda.identity_normalizer)
     counts = bda.tally([trace], normalizer=bda.identity_normalizer)
     assert counts.e[0, 0].tolist() == [0, 1]
+
+
+def test_in_memory_traces_are_checked_like_files():
+    bad = bda.Trace("m", (bda.Move("1", "a", "0", "propose", "A"),), ("A", "B"))
+    with pytest.raises(bda.TraceError) as info:
+        bda.tally([bad])
+    assert (info.value.task_id, info.value.move_id, info.value.field) == ("m", "1", "round")
+    with pytest.raises(bda.TraceError, match="must be a string"):
+        bda.tally([bda.Trace("m", (bda.Move("1", "a", 0, "propose", 5),))])
+    with pytest.raises(bda.TraceError, match="list of strings"):
+        bda.tally([bda.Trace("m", (bda.Move("1", "a", 0, "propose", "A"),), ("A", 3))])
+    lenient = bda.tally([bda.Trace("m", (bda.Move("1", "a", 0, "propose", "A"),
+                                          bda.Move("2", "b", -1, "propose", "A")))], lenient=True)
+    assert lenient.N.tolist() == [[1]] and lenient.agents == ("a",)

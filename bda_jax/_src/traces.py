@@ -282,7 +282,9 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
                 raise TraceError(err.reason, move_id=move_id, field=err.field, **where) from None
             skipped.append(SkippedMove(move_id, err.code, err.reason, err.field))
     extra = {k: v for k, v in raw.items() if k not in _TASK_KEYS}
-    return Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
+    trace = Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
+    trace.__dict__["_parsed"] = True
+    return trace
 
 
 # ----------------------------------------------------------------------------------- automaton
@@ -307,6 +309,10 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     Returns the informative moves as signed endorsements. With ``lenient`` an inadmissible move is
     skipped (and so are moves that target it) and recorded with its reason.
     """
+    if not trace.__dict__.get("_parsed"):
+        # built in memory: check every field's type exactly as a file would be checked
+        parsed = parse_trace(trace.to_json(), lenient=lenient)
+        trace = dataclasses.replace(parsed, skipped=trace.skipped + parsed.skipped)
     file, line = trace.source
     where = dict(file=file, line=line, task_id=trace.task_id)
 
