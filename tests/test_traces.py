@@ -242,8 +242,9 @@ def test_write_is_atomic(tmp_path):
     good = bda.read_traces(EXAMPLE)
     bad = bda.Trace("x", (bda.Move("1", "a", 0, "propose", "A", confidence=float("nan")),))
     out = tmp_path / "out.jsonl"
-    with pytest.raises(ValueError):
+    with pytest.raises(bda.TraceError, match="cannot write") as info:
         bda.write_traces(good + [bad], out)
+    assert info.value.task_id == "x"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -278,3 +279,26 @@ def test_in_memory_traces_are_checked_like_files():
     lenient = bda.tally([bda.Trace("m", (bda.Move("1", "a", 0, "propose", "A"),
                                           bda.Move("2", "b", -1, "propose", "A")))], lenient=True)
     assert lenient.N.tolist() == [[1]] and lenient.agents == ("a",)
+
+
+def test_bytes_nesting_and_huge_numbers_are_trace_errors(tmp_path):
+    path = tmp_path / "bytes.jsonl"
+    path.write_bytes(json.dumps(task()).encode() + b"\n\xff\xfe{}\n")
+    with pytest.raises(bda.TraceError, match="UTF-8") as info:
+        bda.read_traces(path)
+    assert info.value.line == 2
+    err = read_error(tmp_path, ["[" * 100000 + "]" * 100000])
+    assert "nested too deeply" in err.reason or "JSON object" in err.reason
+    err = read_error(tmp_path, [moved(1, round=10**30)])
+    assert err.field == "round" and "at most" in err.reason
+    err = read_error(tmp_path, [moved(0, confidence=10**400)])
+    assert err.field == "confidence"
+
+
+def test_write_keeps_lone_surrogates_as_escapes(tmp_path):
+    t = task()
+    t["moves"][0]["text"] = "\ud800 broken"
+    (trace,) = bda.read_traces(write_lines(tmp_path, [t]))
+    out = tmp_path / "out.jsonl"
+    bda.write_traces([trace], out)
+    assert bda.read_traces(out)[0].moves[0].extra["text"] == "\ud800 broken"

@@ -253,7 +253,7 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         notes["dropped_unknown_agent_moves"] = int(unknown.sum())
     I = len(agents)
     if I == 0:
-        raise DataError("no agents", field="agents")
+        raise TraceError("no agent made an admissible move in any task", field="agent")
 
     keep = ~unknown
     if max_round is not None:

@@ -144,6 +144,15 @@ class _Inadmissible(Exception):
 
 
 # ----------------------------------------------------------------------------------- parsing
+_MAX_ROUND = 2**31 - 1
+
+
+def _short(value, limit: int = 60) -> str:
+    """repr of a user value, cut to ``limit`` characters for error messages."""
+    text = repr(value) if not (_is_int(value) and abs(value) > 10**limit) else "a huge integer"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -185,9 +194,9 @@ def _parse_move(raw, position: int) -> Move:
         if "round" not in raw:
             raise _Inadmissible("bad_round", "move has no 'round'", "round")
         rnd = raw["round"]
-        if not _is_int(rnd) or rnd < 0:
-            raise _Inadmissible("bad_round", f"round must be a non-negative integer, got {rnd!r}",
-                                "round")
+        if not _is_int(rnd) or not 0 <= rnd <= _MAX_ROUND:
+            raise _Inadmissible("bad_round", "round must be a non-negative integer (at most "
+                                f"{_MAX_ROUND}), got {_short(rnd)}", "round")
         answer = raw.get("answer")
         if answer is not None and not isinstance(answer, str):
             raise _Inadmissible("bad_type", f"answer must be a string, got "
@@ -200,10 +209,11 @@ def _parse_move(raw, position: int) -> Move:
             if not isinstance(conf, (int, float)) or isinstance(conf, bool):
                 raise _Inadmissible("bad_confidence", f"confidence must be a number in [0, 1], "
                                     f"got {type(conf).__name__} {conf!r}", "confidence")
+            if not (math.isfinite(conf) if isinstance(conf, float) else True) \
+                    or not 0 <= conf <= 1:
+                raise _Inadmissible("bad_confidence", f"confidence must be in [0, 1], got "
+                                    f"{_short(conf)}", "confidence")
             conf = float(conf)
-            if not math.isfinite(conf) or not 0.0 <= conf <= 1.0:
-                raise _Inadmissible("bad_confidence", f"confidence must be in [0, 1], got {conf!r}",
-                                    "confidence")
         if force in ("propose", "vote"):
             if answer is None:
                 raise _Inadmissible("missing_answer", f"a {force} needs an 'answer'", "answer")
@@ -469,17 +479,25 @@ def read_traces(path, *, lenient: bool = False,
     traces: list[Trace] = []
     first_line: dict[str, int] = {}
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, "rb")
     except OSError as err:
         raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
     with handle:
-        for lineno, text in enumerate(handle, start=1):
+        for lineno, data in enumerate(handle, start=1):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise TraceError(f"not valid UTF-8 (byte {err.start + 1})", file=path,
+                                 line=lineno) from None
             if not text.strip():
                 continue
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as err:
                 raise TraceError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
+                                 line=lineno) from None
+            except RecursionError:
+                raise TraceError("invalid JSON: nested too deeply", file=path,
                                  line=lineno) from None
             trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
             if trace.task_id in first_line:
@@ -490,7 +508,8 @@ def read_traces(path, *, lenient: bool = False,
             if len(resolved.skipped) != len(trace.skipped):
                 trace = dataclasses.replace(trace, moves=resolved.admissible,
                                             skipped=resolved.skipped)
-                trace.__dict__["_resolved_cache"] = {(normalizer, lenient): resolved}
+                trace.__dict__.update(_parsed=True,
+                                      _resolved_cache={(normalizer, lenient): resolved})
             traces.append(trace)
     if not traces:
         raise TraceError("the file holds no task", file=path)
@@ -517,7 +536,15 @@ def write_traces(traces: Sequence[Trace], path) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for trace in traces:
-                handle.write(json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False))
+                try:
+                    line = json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False)
+                    line.encode("utf-8")
+                except UnicodeEncodeError:   # lone surrogates: keep them as JSON escapes
+                    line = json.dumps(trace.to_json(), ensure_ascii=True, allow_nan=False)
+                except (ValueError, TypeError) as err:
+                    raise TraceError(f"cannot write the trace as JSON: {err}", file=path,
+                                     task_id=getattr(trace, "task_id", None)) from None
+                handle.write(line)
                 handle.write("\n")
         os.replace(tmp, path)
     except BaseException:
