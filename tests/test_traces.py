@@ -302,3 +302,13 @@ def test_write_keeps_lone_surrogates_as_escapes(tmp_path):
     out = tmp_path / "out.jsonl"
     bda.write_traces([trace], out)
     assert bda.read_traces(out)[0].moves[0].extra["text"] == "\ud800 broken"
+
+
+def test_skipped_moves_add_no_candidates(tmp_path):
+    t = {"task_id": "q", "moves": [
+        {"id": "1", "agent": "x", "round": 0, "force": "propose", "answer": "A"},
+        {"id": "2", "agent": "y", "round": 0, "force": "concede", "target": "1", "answer": "B"}]}
+    with pytest.warns(UserWarning, match="answer_mismatch"):
+        (trace,) = bda.read_traces(write_lines(tmp_path, [t]), lenient=True)
+    assert bda.tally([trace]).candidates == (("A",),)
+    assert bda.tally([trace], normalizer=bda.identity_normalizer).candidates == (("A",),)

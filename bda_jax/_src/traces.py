@@ -348,10 +348,15 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
         if fixed:
             raise _Inadmissible("answer_not_candidate", f"answer {answer!r} is not one of the "
                                 f"candidates {list(trace.candidates)}", "answer")
-        seen[key] = len(keys)
+        seen[key] = len(keys)          # tentative until the move is found admissible
         keys.append(key)
         display.append(answer)
         return seen[key]
+
+    def rollback(n_keys: int) -> None:   # forget answers first seen in a skipped move
+        for key in keys[n_keys:]:
+            del seen[key]
+        del keys[n_keys:], display[n_keys:]
 
     skipped = list(trace.skipped)
     all_ids = {m.id for m in trace.moves}
@@ -367,6 +372,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     for move in trace.moves:
         duplicate = move.id in seen_ids
         seen_ids.add(move.id)
+        n_keys = len(keys)
         try:
             if duplicate:
                 raise _Inadmissible("duplicate_move_id", f"move id {move.id!r} is used twice",
@@ -431,6 +437,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
             if not lenient:
                 raise TraceError(err.reason, move_id=move.id, field=err.field, **where) from None
             skipped.append(SkippedMove(move.id, err.code, err.reason, err.field))
+            rollback(n_keys)
             if not duplicate:
                 skipped_ids.add(move.id)
             continue
