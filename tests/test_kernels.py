@@ -192,5 +192,10 @@ def test_bad_kernel_arguments_raise_data_error():
         bda.onecoin_log_posterior(counts, [1.0, 1.0], [1.0, 1.0], dtype=jnp.float64)
     with pytest.raises(bda.DataError, match="dtype"):
         bda.onecoin_log_posterior(counts, [1.0, 1.0], [1.0, 1.0], dtype=jnp.int32)
+    for a, tau in (([0.0, 1.0], 1.0), ([np.nan, 1.0], 1.0), ([1.0, 1.0], -0.5)):
+        with pytest.raises(bda.DataError):
+            bda.onecoin_log_posterior(counts, a, [1.0, 1.0], tau)
+    with pytest.raises(bda.DataError, match="confusion"):
+        bda.confusion_log_posterior(counts, -np.ones((2, 2, 2)))
     with pytest.raises(bda.DataError, match="rounds"):
         bda.majority(jax.random.key(0), counts, rounds="last")

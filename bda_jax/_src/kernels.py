@@ -173,6 +173,12 @@ def _log_prior(log_prior, T, K, dt):
     return lp
 
 
+def _require(arr, name, ok, what):
+    """Value check for concrete inputs (traced values inside a user's jit are not inspectable)."""
+    if not isinstance(arr, jax.core.Tracer) and not bool(jnp.all(ok(arr))):
+        raise DataError(f"{name} must be {what}", field=name)
+
+
 def _check_agents(counts: Counts, arr, name, ndim):
     I = counts.N.shape[1]
     if arr.ndim != ndim or arr.shape[0] != I:
@@ -208,9 +214,13 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     beta = jnp.asarray(beta, dt)
     _check_agents(counts, alpha, "alpha", 1)
     _check_agents(counts, beta, "beta", 1)
+    for arr, name in ((alpha, "alpha"), (beta, "beta")):
+        _require(arr, name, lambda x: jnp.isfinite(x) & (x > 0), "finite and > 0")
+    tau = jnp.asarray(tau, dt)
+    _require(tau, "tau", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
     T, _, K = counts.e.shape
-    return _onecoin(counts.N, counts.e, counts.c, counts.mask, counts.K, alpha, beta,
-                    jnp.asarray(tau, dt), _log_prior(log_prior, T, K, dt), int(table_size))
+    return _onecoin(counts.N, counts.e, counts.c, counts.mask, counts.K, alpha, beta, tau,
+                    _log_prior(log_prior, T, K, dt), int(table_size))
 
 
 @jax.jit
@@ -250,6 +260,8 @@ def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, 
     if conf.shape[1:] != (K, K):
         raise DataError(f"confusion must be [I, K, K] with K = {K}, got {conf.shape}",
                         field="confusion")
+    _require(conf, "confusion", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
+    tau = jnp.asarray(tau, dt)
+    _require(tau, "tau", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
     log_conf = jnp.log(jnp.clip(conf, jnp.finfo(dt).tiny, None))
-    return _confusion(counts.c, counts.mask, log_conf, jnp.asarray(tau, dt),
-                      _log_prior(log_prior, T, K, dt))
+    return _confusion(counts.c, counts.mask, log_conf, tau, _log_prior(log_prior, T, K, dt))
