@@ -312,3 +312,10 @@ def test_skipped_moves_add_no_candidates(tmp_path):
         (trace,) = bda.read_traces(write_lines(tmp_path, [t]), lenient=True)
     assert bda.tally([trace]).candidates == (("A",),)
     assert bda.tally([trace], normalizer=bda.identity_normalizer).candidates == (("A",),)
+
+
+def test_oversized_integers(tmp_path):
+    err = read_error(tmp_path, ['{"task_id": ' + "9" * 5000 + ', "moves": []}'])
+    assert "invalid JSON" in err.reason and err.line == 1
+    err = read_error(tmp_path, [task(cluster=10**40)])
+    assert err.field == "cluster" and "2**63" in err.reason

@@ -160,10 +160,10 @@ def _is_int(x) -> bool:
 def _id_str(x, what: str, fld: str) -> str:
     if isinstance(x, str) and x.strip():
         return x
-    if _is_int(x):
+    if _is_int(x) and abs(x) < 2**63:
         return str(x)
-    raise _Inadmissible("bad_type", f"{what} must be a non-empty string (or an integer), "
-                        f"got {type(x).__name__} {x!r}", fld)
+    raise _Inadmissible("bad_type", f"{what} must be a non-empty string (or an integer below "
+                        f"2**63), got {type(x).__name__} {_short(x)}", fld)
 
 
 def _parse_move(raw, position: int) -> Move:
@@ -506,6 +506,8 @@ def read_traces(path, *, lenient: bool = False,
             except RecursionError:
                 raise TraceError("invalid JSON: nested too deeply", file=path,
                                  line=lineno) from None
+            except ValueError as err:        # e.g. integers beyond Python's digit limit
+                raise TraceError(f"invalid JSON: {err}", file=path, line=lineno) from None
             trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
             if trace.task_id in first_line:
                 raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
