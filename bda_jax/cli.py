@@ -33,7 +33,8 @@ def demo(
 
     from . import BdaError, decide, majority, onecoin_log_posterior, read_traces, tally
 
-    console = Console()
+    import shutil
+    console = Console(width=max(shutil.get_terminal_size((120, 24)).columns, 110))
     path = traces if traces is not None else example_traces_path()
     try:
         if not 0.0 < mean < 1.0 or strength <= 0:
@@ -55,7 +56,7 @@ def demo(
     n_gold = n_bda = n_maj = 0
     for t, task_id in enumerate(counts.task_ids):
         cands = counts.candidates[t]
-        dist = "  ".join(f"{c}: {proba[t, k]:.3f}" for k, c in enumerate(cands))
+        dist = "  ".join(f"{c} {proba[t, k]:.3f}" for k, c in enumerate(cands))
         g = int(counts.gold[t])
         gold = cands[g] if g >= 0 else ("(not a candidate)" if counts.gold_missing[t] else "—")
         bda_ans, maj_ans = cands[int(post.index[t])], cands[int(vote.index[t])]
