@@ -319,3 +319,25 @@ def test_oversized_integers(tmp_path):
     assert "invalid JSON" in err.reason and err.line == 1
     err = read_error(tmp_path, [task(cluster=10**40)])
     assert err.field == "cluster" and "2**63" in err.reason
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_line_endings(tmp_path, newline):
+    path = tmp_path / "nl.jsonl"
+    path.write_bytes((json.dumps(task()) + newline + newline + json.dumps(task(task_id="t2"))
+                      + newline).encode())
+    assert [t.task_id for t in bda.read_traces(path)] == ["t1", "t2"]
+    path.write_bytes((json.dumps(task()) + newline + "{" + newline).encode())
+    with pytest.raises(bda.TraceError) as info:
+        bda.read_traces(path)
+    assert info.value.line == 2
+
+
+def test_no_admissible_move_anywhere_names_the_file(tmp_path):
+    path = write_lines(tmp_path, [{"task_id": "t", "candidates": ["A"], "moves": [
+        {"id": "m1", "agent": "a", "round": 0, "force": "attack"}]}])
+    with pytest.warns(UserWarning):
+        traces = bda.read_traces(path, lenient=True)
+    with pytest.raises(bda.TraceError, match="no agent") as info:
+        bda.tally(traces)
+    assert info.value.file == str(path)

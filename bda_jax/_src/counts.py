@@ -253,7 +253,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         notes["dropped_unknown_agent_moves"] = int(unknown.sum())
     I = len(agents)
     if I == 0:
-        raise TraceError("no agent made an admissible move in any task", field="agent")
+        raise TraceError("no agent made an admissible move in any task", field="agent",
+                         file=getattr(traces[0], "source", (None,))[0])
 
     keep = ~unknown
     if max_round is not None:

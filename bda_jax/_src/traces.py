@@ -490,7 +490,7 @@ def read_traces(path, *, lenient: bool = False,
     except OSError as err:
         raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
     with handle:
-        for lineno, data in enumerate(handle, start=1):
+        for lineno, data in _numbered_lines(handle):
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -530,6 +530,16 @@ def read_traces(path, *, lenient: bool = False,
             warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
                           stacklevel=2)
     return traces
+
+
+def _numbered_lines(handle):
+    """(line number, bytes) over a binary file; \\n, \\r\\n and a bare \\r all end a line."""
+    lineno = 0
+    for raw in handle:
+        body = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+        for piece in body.split(b"\r"):
+            lineno += 1
+            yield lineno, piece
 
 
 def skipped_summary(traces: Iterable[Trace]) -> dict[str, int]:
