@@ -124,6 +124,8 @@ def test_from_arrays_validates():
         (dict(N=N, e=e, c=[[[2, 1]]], K=[1]), "c"), (dict(N=N, e=e, c=c, e0=[[1]]), "e0"),
         (dict(N=[[1]], e=[[[1, 1]]], c=[[[1, 1]]]), "e"),
         (dict(N=N, e=e, c=c, agents=["a", "b"]), "agents"),
+        (dict(N=N, e=e, c=c, vocab=["yes"]), "vocab"),
+        (dict(N=N, e=e, c=c, gold=[0], gold_missing=[True]), "gold_missing"),
     ]
     for kwargs, field in bad:
         with pytest.raises(bda.DataError) as info:

@@ -153,6 +153,9 @@ class Counts:
             raise DataError("gold must be [T] with -1 (unlabeled) or an index below K_t",
                             field="gold")
         gm = np.zeros(T, bool) if gold_missing is None else np.asarray(gold_missing, bool)
+        if gm.shape != (T,) or (gm & (g >= 0)).any():
+            raise DataError("gold_missing must be [T] and true only where gold is -1",
+                            field="gold_missing")
         e0 = e if e0 is None else _int_array(e0, "e0")
         if e0.shape != e.shape:
             raise DataError(f"e0 must have the shape of e {e.shape}", field="e0")
@@ -166,6 +169,9 @@ class Counts:
         agents = tuple(agents) if agents is not None else tuple(f"agent{i}" for i in range(I))
         if len(agents) != I:
             raise DataError(f"{len(agents)} agent names for I = {I}", field="agents")
+        if vocab is not None and (len(vocab) != Kmax or (Kt != Kmax).any()):
+            raise DataError(f"vocab must list the {Kmax} candidates every task shares",
+                            field="vocab")
         info = CountsInfo(agents, vocab=None if vocab is None else tuple(vocab))
         return cls(N, e, c, mask, Kt, g, gm, cl, e0, conf0, info)
 
