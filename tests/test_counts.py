@@ -74,6 +74,11 @@ def test_max_round_and_one_move_per_round():
     np.testing.assert_array_equal(last.N, [[2, 2]])
     np.testing.assert_array_equal(last.e[0, 0], [1, 0, 0])       # x keeps its round-1 challenge
     np.testing.assert_array_equal(last.c[0, 0], [2, 0, 1])
+    proposals = bda.tally([trace], forces=("propose",))
+    np.testing.assert_array_equal(proposals.N, [[2, 1]])
+    np.testing.assert_array_equal(proposals.c[0, 0], [1, 1, 0])
+    with pytest.raises(bda.DataError, match="forces"):
+        bda.tally([trace], forces=("shout",))
     with pytest.raises(bda.DataError, match="max_round"):
         bda.tally([trace], max_round=-1)
 

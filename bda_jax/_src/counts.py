@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import DataError, TraceError
 from .normalize import Normalizer, default_normalizer
-from .traces import Trace, resolve_trace
+from .traces import FORCES, Trace, resolve_trace
 
 __all__ = ["Counts", "CountsInfo", "tally"]
 
@@ -192,7 +192,8 @@ def _int_array(x, name, allow_neg=False) -> np.ndarray:
 
 
 def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
-          max_round: int | None = None, one_move_per_round: bool = False,
+          max_round: int | None = None, forces: Sequence[str] | None = None,
+          one_move_per_round: bool = False,
           permute_candidates: int | None = None, unknown_agents: str = "error",
           normalizer: Normalizer = default_normalizer, lenient: bool = False) -> Counts:
     """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
@@ -201,6 +202,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
       traces: validated traces (:func:`bda_jax.read_traces`) or in-memory :class:`Trace` objects.
       agents: fixed agent order shared by train and test (default: first seen across traces).
       max_round: keep only moves of rounds <= max_round (``0``: the round-0 basis).
+      forces: keep only informative moves of these forces (e.g. ``("propose",)``: the
+        propose-only reliability basis of Table 7).
       one_move_per_round: keep one informative move per agent per round, its last in file order.
       permute_candidates: seed of a per-task random permutation of the candidate order
         (the label-permutation control); ``vocab`` is then ``None``.
@@ -213,6 +216,11 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
     if unknown_agents not in ("error", "drop"):
         raise DataError(f"unknown_agents must be 'error' or 'drop', got {unknown_agents!r}",
                         field="unknown_agents")
+    if forces is not None:
+        forces = set(forces)
+        unknown = forces - set(FORCES)
+        if unknown:
+            raise DataError(f"unknown forces {sorted(unknown)}", field="forces")
     if max_round is not None and (not isinstance(max_round, int) or max_round < 0):
         raise DataError(f"max_round must be a non-negative integer, got {max_round!r}",
                         field="max_round")
@@ -235,6 +243,9 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
     sign = np.fromiter(itertools.chain.from_iterable(r.sign for r in resolved), np.int64)
     rnd = np.fromiter(itertools.chain.from_iterable(r.round for r in resolved), np.int64)
     conf = np.fromiter(itertools.chain.from_iterable(r.confidence for r in resolved), np.float64)
+    if forces is not None:
+        force_ok = np.fromiter((f in forces for f in itertools.chain.from_iterable(
+            r.force for r in resolved)), bool, cand.size)
 
     notes: dict[str, Any] = {}
     if agents is None:
@@ -263,6 +274,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
                          file=getattr(traces[0], "source", (None,))[0])
 
     keep = ~unknown
+    if forces is not None:
+        keep &= force_ok
     if max_round is not None:
         keep &= rnd <= max_round
     task, agent, cand, sign, rnd, conf = (x[keep] for x in (task, agent, cand, sign, rnd, conf))

@@ -133,6 +133,7 @@ class ResolvedTrace:
     round: tuple[int, ...]
     confidence: tuple[float, ...]
     moves: tuple[str, ...]   # ids of the informative moves, parallel to the tuples above
+    force: tuple[str, ...]   # their forces, parallel to the tuples above
     skipped: tuple[SkippedMove, ...]
     admissible: tuple[Move, ...] = ()   # the moves the automaton kept, in file order
 
@@ -366,7 +367,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     last_round: dict[str, int] = {}
     endorsed: dict[str, set[int]] = {}        # agent -> candidates it has endorsed positively
     admissible: list[Move] = []
-    out_agent, out_cand, out_sign, out_round, out_conf, out_ids = [], [], [], [], [], []
+    out_agent, out_cand, out_sign, out_round, out_conf, out_ids, out_force = ([] for _ in range(7))
 
     seen_ids: set[str] = set()
     for move in trace.moves:
@@ -454,6 +455,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
             out_round.append(move.round)
             out_conf.append(math.nan if move.confidence is None or sign < 0 else move.confidence)
             out_ids.append(move.id)
+            out_force.append(force)
 
     if not keys:
         raise TraceError("the task has no candidates: give 'candidates' or at least one move "
@@ -468,7 +470,8 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     cluster = trace.cluster if trace.cluster is not None else trace.task_id
     return ResolvedTrace(trace.task_id, tuple(display), tuple(keys), gold, gold_missing, cluster,
                          tuple(out_agent), tuple(out_cand), tuple(out_sign), tuple(out_round),
-                         tuple(out_conf), tuple(out_ids), tuple(skipped), tuple(admissible))
+                         tuple(out_conf), tuple(out_ids), tuple(out_force), tuple(skipped),
+                         tuple(admissible))
 
 
 # ----------------------------------------------------------------------------------- file I/O
