@@ -5,14 +5,20 @@ One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
 from ._src.counts import Counts, CountsInfo, tally
 from ._src.decisions import Decision, decide, majority
 from ._src.errors import ArtifactError, BdaError, DataError, TraceError
+from ._src.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
+                           prior_from_reliability, reliability, uniform_error_confusion)
 from ._src.kernels import confusion_log_posterior, onecoin_log_posterior
 from ._src.normalize import default_normalizer, identity_normalizer
+from ._src.selection import GRIDS, CVResult, inner_folds, make_folds, select_and_predict
 from ._src.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
                           read_traces, resolve_trace, skipped_summary, write_traces)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",
+    "inner_folds", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
+    "uniform_error_confusion",
     "ArtifactError", "BdaError", "Counts", "CountsInfo", "DataError", "Decision", "FORCES", "Move",
     "ResolvedTrace", "SkippedMove", "Trace", "TraceError", "confusion_log_posterior", "decide",
     "default_normalizer", "identity_normalizer", "majority", "onecoin_log_posterior",

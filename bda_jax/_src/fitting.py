@@ -1,0 +1,113 @@
+"""Reliability, per-agent priors and confusion rows from labeled tasks (seed 003 §3 Eq. 3,
+Appendix D.1; DESIGN §6).
+
+Every estimator takes task *weights* ``w`` [T] (1 for a training task, 0 otherwise) instead of a
+boolean subset, so that fold-wise fits keep static shapes and vmap over folds and grids.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .counts import Counts
+
+__all__ = ["BetaPrior", "gold_consistent", "reliability", "prior_from_reliability",
+           "uniform_error_confusion", "fit_confusion", "class_log_prior", "labeled_weights"]
+
+
+class BetaPrior(NamedTuple):
+    """Per-agent Beta(alpha_i, beta_i) reliability priors, [I] each (a pytree)."""
+
+    alpha: jax.Array
+    beta: jax.Array
+
+
+def labeled_weights(counts: Counts) -> jax.Array:
+    """[T] 1.0 for tasks with a gold answer (a candidate, or given but not a candidate), else 0."""
+    return ((counts.gold >= 0) | counts.gold_missing).astype(jnp.float32)
+
+
+def gold_consistent(counts: Counts) -> jax.Array:
+    """c_i(g*) [T, I]: each agent's moves consistent with the gold answer.
+
+    For a task whose gold is not a candidate (``gold_missing``) every rejection is consistent
+    and every endorsement inconsistent, so c_i(g*) = N_i - sum_g e_i(g) (DESIGN §4). Unlabeled
+    tasks give 0 (callers weight them out).
+    """
+    g = jnp.maximum(counts.gold, 0)
+    at_gold = jnp.take_along_axis(counts.c, g[:, None, None], axis=2)[..., 0]
+    rejections = counts.N - counts.e.sum(-1)
+    out = jnp.where((counts.gold >= 0)[:, None], at_gold, 0)
+    return jnp.where(counts.gold_missing[:, None], rejections, out)
+
+
+def reliability(counts: Counts, weights=None) -> jax.Array:
+    """r_i = sum_train c_i(g*) / sum_train N_i, [I] (seed 003 §3, before Eq. 3).
+
+    ``weights`` [T] selects the training tasks (default: all labeled tasks). The basis (all
+    informative moves, propose-only, round-0) is chosen by how ``counts`` was tallied
+    (``tally(..., forces=("propose",))``, ``tally(..., max_round=0)``). An agent without any
+    training move gets the mean reliability of the others (no evidence: the pooled value); if no
+    agent has one, 0.5.
+    """
+    w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
+    w = w * labeled_weights(counts)
+    num = jnp.einsum("t,ti->i", w, gold_consistent(counts).astype(jnp.float32))
+    den = jnp.einsum("t,ti->i", w, counts.N.astype(jnp.float32))
+    seen = den > 0
+    r = jnp.where(seen, num / jnp.where(seen, den, 1.0), 0.0)
+    pooled = jnp.where(seen.any(), jnp.sum(r * seen) / jnp.maximum(seen.sum(), 1), 0.5)
+    return jnp.where(seen, r, pooled)
+
+
+def prior_from_reliability(r, b, kappa, s) -> BetaPrior:
+    """Eq. (3): mu_i = clip(b + kappa (r_i - r_bar), 0.05, 0.95), alpha = mu s, beta = (1 - mu) s.
+
+    r_bar is the plain mean of the r_i over agents (this reading reproduces the worked example of
+    Table 20, pi(True) = 0.89). kappa = 0 gives the shared prior. Vmappable over (b, kappa, s).
+    """
+    r = jnp.asarray(r)
+    mu = jnp.clip(b + kappa * (r - jnp.mean(r)), 0.05, 0.95)
+    return BetaPrior(mu * s, (1.0 - mu) * s)
+
+
+def uniform_error_confusion(K: int, diagonal: float = 0.6) -> jax.Array:
+    """[K, K] confusion with ``diagonal`` on the diagonal and (1 - diagonal)/(K - 1) elsewhere."""
+    if K == 1:
+        return jnp.ones((1, 1))
+    off = (1.0 - diagonal) / (K - 1)
+    return jnp.full((K, K), off) + jnp.eye(K) * (diagonal - off)
+
+
+def fit_confusion(counts: Counts, lam, weights=None, diagonal: float = 0.6) -> jax.Array:
+    """Per-agent confusion rows, the Dirichlet posterior mean of seed 003 §3 (Eq. 4) / DESIGN §6.
+
+    P_i(h | g) = (lam m(h | g) + n_i(g, h)) / (lam + sum_h' n_i(g, h')), with
+    n_i(g, h) = sum over training tasks with gold g of c[t, i, h] (the consistent counts, i.e. the
+    pseudo-observations of Definition 1) and m the uniform-error confusion (``diagonal`` 0.6).
+    Returns [I, K, K] indexed [agent, true answer, observed cell].
+
+    Rows are indexed by candidate *slot*. With a shared candidate list (``counts.vocab``; semantic
+    labels such as True/False) a slot is a label identity. Otherwise slots are positions (option
+    letters, first-seen open answers) and a row describes positional behaviour only (seed 003,
+    Appendix F.11); the aggregators record which in ``label_space_``. Tasks whose gold is not a
+    candidate have no row and are left out.
+    """
+    K = counts.e.shape[2]
+    w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
+    w = w * (counts.gold >= 0)
+    onehot = jax.nn.one_hot(jnp.maximum(counts.gold, 0), K) * w[:, None]       # [T, K]
+    n = jnp.einsum("tg,tih->igh", onehot, counts.c.astype(jnp.float32))
+    m = uniform_error_confusion(K, diagonal)[None]
+    return (lam * m + n) / (lam + n.sum(-1, keepdims=True))
+
+
+def class_log_prior(counts: Counts, weights=None, smoothing: float = 1.0) -> jax.Array:
+    """log pi0 [K] from the training gold frequencies with add-``smoothing`` (Appendix D.6)."""
+    K = counts.e.shape[2]
+    w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
+    w = w * (counts.gold >= 0)
+    freq = jnp.einsum("t,tk->k", w, jax.nn.one_hot(jnp.maximum(counts.gold, 0), K)) + smoothing
+    return jnp.log(freq / freq.sum())
