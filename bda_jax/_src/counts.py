@@ -195,7 +195,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
           max_round: int | None = None, forces: Sequence[str] | None = None,
           one_move_per_round: bool = False,
           permute_candidates: int | None = None, unknown_agents: str = "error",
-          normalizer: Normalizer = default_normalizer, lenient: bool = False) -> Counts:
+          normalizer: Normalizer = default_normalizer, lenient: bool = False,
+          abstain_candidate: str | None = None) -> Counts:
     """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
 
     Args:
@@ -209,7 +210,9 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         (the label-permutation control); ``vocab`` is then ``None``.
       unknown_agents: with a given ``agents`` list, ``"error"`` raises on any other agent;
         ``"drop"`` ignores their moves and records how many in ``counts.info.notes``.
-      normalizer, lenient: passed to the protocol automaton.
+      normalizer, lenient, abstain_candidate: passed to the protocol automaton
+        (``abstain_candidate="unknown"`` makes abstaining an endorsement of an explicit
+        "unknown" candidate appended to every task).
 
     Packing is vectorized over all informative moves: no per-task Python loop after parsing.
     """
@@ -224,7 +227,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
     if max_round is not None and (not isinstance(max_round, int) or max_round < 0):
         raise DataError(f"max_round must be a non-negative integer, got {max_round!r}",
                         field="max_round")
-    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient) for t in traces]
+    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient,
+                              abstain_candidate=abstain_candidate) for t in traces]
     T = len(resolved)
     if T == 0:
         raise DataError("no traces to tally", field="traces")

@@ -300,18 +300,20 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
 
 # ----------------------------------------------------------------------------------- automaton
 def resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
-                  lenient: bool = False) -> ResolvedTrace:
+                  lenient: bool = False, abstain_candidate: str | None = None) -> ResolvedTrace:
     """Memoized front of :func:`_resolve_trace` (the result is cached on the trace object)."""
     cache = trace.__dict__.setdefault("_resolved_cache", {})
-    key = (normalizer, lenient)
+    key = (normalizer, lenient) if abstain_candidate is None else (normalizer, lenient,
+                                                                     abstain_candidate)
     if key not in cache:
         cache.clear()
-        cache[key] = _resolve_trace(trace, normalizer=normalizer, lenient=lenient)
+        cache[key] = _resolve_trace(trace, normalizer=normalizer, lenient=lenient,
+                                    abstain_candidate=abstain_candidate)
     return cache[key]
 
 
 def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
-                   lenient: bool = False) -> ResolvedTrace:
+                   lenient: bool = False, abstain_candidate: str | None = None) -> ResolvedTrace:
     """Run the protocol automaton over one trace (DESIGN §3-§4; seed 003 §3, Appendix D.7).
 
     Checks admissibility in file order (time): unique move ids; rounds never decrease per agent;
@@ -319,6 +321,10 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     chain); answers lie in the candidate set; a retract names the agent's own earlier answer.
     Returns the informative moves as signed endorsements. With ``lenient`` an inadmissible move is
     skipped (and so are moves that target it) and recorded with its reason.
+
+    ``abstain_candidate`` (opt-in, e.g. ``"unknown"``) makes "I don't know" an explicit
+    candidate: it is appended to every task's candidate set and each abstain endorses it (+1).
+    By default an abstain carries no information.
     """
     if not trace.__dict__.get("_parsed"):
         # built in memory: check every field's type exactly as a file would be checked
@@ -358,6 +364,15 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
         for key in keys[n_keys:]:
             del seen[key]
         del keys[n_keys:], display[n_keys:]
+
+    unknown_index = None
+    if abstain_candidate is not None:
+        key = normalizer(abstain_candidate)
+        if key not in seen:
+            seen[key] = len(keys)
+            keys.append(key)
+            display.append(abstain_candidate)
+        unknown_index = seen[key]
 
     skipped = list(trace.skipped)
     all_ids = {m.id for m in trace.moves}
@@ -434,6 +449,8 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
                                             f"endorsed {move.answer!r}, so cannot retract it",
                                             "answer")
                 sign = -1
+            elif force == "abstain" and abstain_candidate is not None:
+                cand, sign = unknown_index, +1
         except _Inadmissible as err:
             if not lenient:
                 raise TraceError(err.reason, move_id=move.id, field=err.field, **where) from None
