@@ -69,7 +69,7 @@ class Behavior:
     belief_noise: float = 1.0
     conformity: float = 1.0
     flip_bias: float = -2.0
-    challenge_bias: float = -2.5
+    challenge_bias: float = -2.75
     challenge_impact: float = 0.3
     agree_rate: float = 0.5
     adversary_challenge: float = 0.7
@@ -84,9 +84,11 @@ def seat_intercepts(reliabilities, scale: float) -> np.ndarray:
     below 1e-9), so the round-0 accuracy of an honest seat averaged over questions is its
     reliability.
 
-    >>> a = seat_intercepts([0.5, 0.7], 0.0)
+    >>> a = seat_intercepts([0.6, 0.7], 0.0)     # no difficulty spread: a_i = logit(r_i)
     >>> [round(float(x), 4) for x in a]
-    [0.0, 0.8473]
+    [0.4055, 0.8473]
+    >>> round(float(seat_intercepts([0.7], 1.0)[0]), 4)   # a spread needs a larger intercept
+    1.0184
     """
     r = np.asarray(reliabilities, dtype=np.float64)
     nodes, weights = _HERMITE
@@ -157,7 +159,8 @@ def _k_range(n_candidates):
 def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float], *,
                      n_candidates: int | tuple[int, int] = 2, n_rounds: int = 3,
                      seeds_per_question: int = 1, difficulty_sd: float = 1.0,
-                     seat_question_sd: float = 0.5, distractor_pull: float = 0.5,
+                     seat_question_sd: float = 0.5, seed_persistence: float = 0.5,
+                     distractor_pull: float = 0.5,
                      contagion: float = 0.0,
                      adversaries: Sequence[int] | Mapping[int, float] | None = None,
                      adversary_target: str = "distractor",
@@ -179,6 +182,8 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
         distractor and per-seat shifts, and carry the question id as ``cluster``.
       difficulty_sd: sd of the question's logit shift shared by all seats (error correlation).
       seat_question_sd: sd of a per-(question, seat) logit shift shared across seeds.
+      seed_persistence: probability that a seat's round-0 answer on seed s > 0 repeats its answer
+        on seed 0 of the question (otherwise it is drawn afresh); marginal accuracy is unchanged.
       distractor_pull: extra probability that a wrong seat names the question's distractor
         (the rest of its wrong mass is uniform over the wrong candidates; moot at K = 2).
       contagion: per move, probability that an honest seat holding a minority answer flips to the
@@ -219,6 +224,7 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
         if not (math.isfinite(value) and value >= 0):
             raise DataError(f"{name} must be finite and >= 0, got {value!r}", field=name)
     pull = _prob(distractor_pull, "distractor_pull")
+    persistence = _prob(seed_persistence, "seed_persistence")
     contagion = _prob(contagion, "contagion")
     if adversary_target not in ("distractor", "shift"):
         raise DataError(f"adversary_target must be 'distractor' or 'shift', got "
@@ -268,6 +274,10 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
     offset = 1 + np.floor(rng.random((T, I)) * (K[:, None] - 1)).astype(np.int64)
     wrong = np.where(to_distractor, distractor[:, None], (gold[:, None] + offset) % K[:, None])
     stance = np.where(correct, gold[:, None], wrong)
+    if S > 1:           # later seeds repeat the first seed's answer with prob. seed_persistence
+        repeat = (rng.random((T, I)) < persistence) & (np.arange(T) % S > 0)[:, None]
+        stance = np.where(repeat, stance[qi * S], stance)
+        correct = stance == gold[:, None]
     stance = np.where(active, coalition[:, None], stance)
     signal_sign = np.where(correct | active, 1.0, -1.0)
     belief = eta + bh.belief_signal * signal_sign + bh.belief_noise * rng.standard_normal((T, I))
