@@ -112,3 +112,17 @@ def test_aggregators_fit_predict_surface():
         BDA("bda-magic")
     with pytest.raises(bda.DataError):
         BDAPerAgent(basis="propose").fit(bda.tally(traces))
+
+
+def test_bda_fit_ignores_labels_outside_its_weights(rng):
+    counts = shared_vocab_counts(rng, T=120, K=2)
+    w = (np.arange(120) % 3 != 0).astype(np.float32)
+    gold = np.asarray(counts.gold).copy()
+    gold[w == 0] = 1 - gold[w == 0]
+    moved = bda.Counts.from_arrays(N=counts.N, e=counts.e, c=counts.c, gold=gold,
+                                   cluster=counts.cluster, vocab=counts.vocab)
+    for arm in ("bda-per-agent", "bda-confusion"):
+        a = BDA(arm, n_folds=3).fit(counts, w)
+        b = BDA(arm, n_folds=3).fit(moved, w)
+        assert a.params_ == b.params_
+        assert a.predict_proba(counts).tobytes() == b.predict_proba(counts).tobytes()

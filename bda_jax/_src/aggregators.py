@@ -106,9 +106,12 @@ class BDA(_Aggregator):
             fit_counts = self._counts(data, **option)
         T = counts.N.shape[0]
         w = np.ones(T, np.float32) if weights is None else np.asarray(weights, np.float32)
-        folds = make_folds(counts, self.n_folds, self.seed)
+        # folds over the training tasks only: labels outside them must not move fold boundaries
+        train = np.flatnonzero(w > 0)
+        folds = np.full(T, -1, np.int32)
+        folds[train] = make_folds(counts.take(train), self.n_folds, self.seed)
         n = int(folds.max()) + 1
-        inner_train = (folds[None, :] != np.arange(n)[:, None]) * w
+        inner_train = ((folds[None, :] != np.arange(n)[:, None]) & (folds >= 0)) * w
         inner_val = (folds[None, :] == np.arange(n)[:, None]) * w
         grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
         _, _, scores = _nested(self.arm, jnp.asarray(grid, jnp.float32), jnp.asarray(w)[None],
