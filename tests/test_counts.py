@@ -146,3 +146,17 @@ def test_counts_is_a_pytree():
     assert int(total) == int(counts.c.sum() + counts.N.sum())
     sub = counts.take([0, 2])
     assert sub.task_ids == ("claim-01", "mcq-07") and sub.e.shape[0] == 2
+
+
+def test_seat_keys_for_the_reliability_ablation():
+    traces = bda.read_traces(EXAMPLE)
+    by_agent = bda.tally(traces)
+    by_force = bda.tally(traces, seat_key="force")
+    by_both = bda.tally(traces, seat_key="agent-force")
+    assert set(by_force.agents) == {"propose", "challenge", "concede", "retract", "vote"}
+    assert "A1:propose" in by_both.agents and "A3:challenge" in by_both.agents
+    for other in (by_force, by_both):   # the same moves, only distributed over other seats
+        np.testing.assert_array_equal(other.N.sum(1), by_agent.N.sum(1))
+        np.testing.assert_array_equal(other.c.sum(1), by_agent.c.sum(1))
+    with pytest.raises(bda.DataError, match="seat_key"):
+        bda.tally(traces, seat_key="round")

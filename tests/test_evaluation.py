@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.evaluation import evaluate, make_arm
+from bda_jax._src.evaluation import decision_flips, evaluate, make_arm, reliability_ablation
 from bda_jax._src.simulate import simulate_council
 
 SUPERVISED = ["bda-per-agent", "bda-confusion", "stacking", "gated-vote", "best-member",
@@ -59,3 +59,17 @@ def test_bad_arguments(council):
     with pytest.raises(bda.DataError, match="label_budget"):
         evaluate(council, ["majority"], label_budget=1)
     assert type(make_arm("iso:stacking")).__name__ == "IsotonicRecalibrated"
+
+
+def test_decision_flips_and_ablation_rows():
+    traces = simulate_council(5, 60, [0.75, 0.7, 0.65])
+    flips = decision_flips(traces)
+    assert flips["fix"] - flips["break"] == flips["net"] and flips["n"] == 60
+    assert 0 <= flips["accuracy_round0"] <= 1
+    # the identity: accuracy_full - accuracy_round0 = net / n
+    assert abs(flips["accuracy_full"] - flips["accuracy_round0"] - flips["net"] / 60) < 1e-9
+    rows = reliability_ablation(traces, folds=3)
+    assert [(r["key"], r["basis"]) for r in rows] == [
+        ("agent", "all"), ("force", "all"), ("agent-force", "all"), ("agent", "propose"),
+        ("agent", "round0")]
+    assert all(r["n"] == 60 for r in rows)

@@ -196,7 +196,7 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
           one_move_per_round: bool = False,
           permute_candidates: int | None = None, unknown_agents: str = "error",
           normalizer: Normalizer = default_normalizer, lenient: bool = False,
-          abstain_candidate: str | None = None) -> Counts:
+          abstain_candidate: str | None = None, seat_key: str = "agent") -> Counts:
     """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
 
     Args:
@@ -210,12 +210,18 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         (the label-permutation control); ``vocab`` is then ``None``.
       unknown_agents: with a given ``agents`` list, ``"error"`` raises on any other agent;
         ``"drop"`` ignores their moves and records how many in ``counts.info.notes``.
+      seat_key: whose reliability a move informs (Table 7's reliability key): ``"agent"``
+        (default), ``"force"`` (one seat per force, pooled over agents) or ``"agent-force"``
+        (``"agent:force"`` seats).
       normalizer, lenient, abstain_candidate: passed to the protocol automaton
         (``abstain_candidate="unknown"`` makes abstaining an endorsement of an explicit
         "unknown" candidate appended to every task).
 
     Packing is vectorized over all informative moves: no per-task Python loop after parsing.
     """
+    if seat_key not in ("agent", "force", "agent-force"):
+        raise DataError(f"seat_key must be 'agent', 'force' or 'agent-force', got {seat_key!r}",
+                        field="seat_key")
     if unknown_agents not in ("error", "drop"):
         raise DataError(f"unknown_agents must be 'error' or 'drop', got {unknown_agents!r}",
                         field="unknown_agents")
@@ -241,7 +247,9 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
     # ---- flatten the informative moves of all tasks (one entry per signed endorsement)
     n_per_task = np.fromiter((len(r.sign) for r in resolved), np.int64, T)
     task = np.repeat(np.arange(T, dtype=np.int64), n_per_task)
-    agent_names = np.array(list(itertools.chain.from_iterable(r.agent for r in resolved)),
+    seat_of = {"agent": lambda a, f: a, "force": lambda a, f: f,
+               "agent-force": lambda a, f: f"{a}:{f}"}[seat_key]
+    agent_names = np.array([seat_of(a, f) for r in resolved for a, f in zip(r.agent, r.force)],
                            dtype=object)
     cand = np.fromiter(itertools.chain.from_iterable(r.cand for r in resolved), np.int64)
     sign = np.fromiter(itertools.chain.from_iterable(r.sign for r in resolved), np.int64)
@@ -253,8 +261,11 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
 
     notes: dict[str, Any] = {}
     if agents is None:
-        all_agents = itertools.chain.from_iterable(
-            (m.agent for m in r.admissible) for r in resolved)
+        if seat_key == "agent":
+            all_agents = itertools.chain.from_iterable(
+                (m.agent for m in r.admissible) for r in resolved)
+        else:
+            all_agents = iter(agent_names)
         agents = tuple(dict.fromkeys(all_agents))
     else:
         agents = tuple(agents)

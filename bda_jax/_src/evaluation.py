@@ -19,7 +19,7 @@ from .errors import DataError
 from .metrics import brier_mc, correctness, paired_bootstrap, summary
 from .selection import make_folds
 
-__all__ = ["ARMS", "make_arm", "evaluate", "Evaluation"]
+__all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "reliability_ablation"]
 
 SCHEMA_VERSION = 1
 
@@ -99,6 +99,46 @@ def _params(model) -> dict | None:
     return out or None
 
 
+def _fold_weights(counts: Counts, outer, label_budget, seed) -> list[np.ndarray]:
+    """Per outer fold, [T] training weights: the labeled tasks of the other folds, or
+    ``label_budget`` of them drawn with a seeded generator."""
+    labeled = np.asarray((counts.gold >= 0) | counts.gold_missing)
+    rng = np.random.default_rng(seed)
+    weights = []
+    for f in range(int(outer.max()) + 1):
+        w = ((outer != f) & labeled).astype(np.float32)
+        if label_budget is not None:
+            pool = np.flatnonzero(w)
+            keep = rng.choice(pool, size=min(label_budget, pool.size), replace=False)
+            w = np.zeros_like(w)
+            w[keep] = 1.0
+        weights.append(w)
+    return weights
+
+
+def _out_of_fold(arm, data, outer, weights, seed):
+    """Out-of-fold probabilities [T, K] of one arm (a name, or a factory ``seed -> model`` for a
+    supervised custom arm) and its fitted hyperparameters per fold. ``data``: Counts or traces
+    (traces let an arm re-tally, e.g. a propose-only reliability basis)."""
+    counts = data if isinstance(data, Counts) else tally(data)
+    out = np.zeros(counts.mask.shape, np.float64)
+    selected = []
+    for f, w in enumerate(weights):
+        test = np.flatnonzero(outer == f)
+        model = make_arm(arm, seed) if isinstance(arm, str) else arm(seed)
+        if arm == "ds-em":
+            part = counts.take(test)
+            out[test] = model.fit(part).predict_proba(part)
+        else:
+            if not isinstance(arm, str) or _supervised(arm):
+                model.fit(data, w)
+            else:
+                model.fit(data)
+            out[test] = model.predict_proba(data)[test]
+        selected.append(_params(model))
+    return out, selected
+
+
 def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None, seed: int = 0,
              *, reference: str = "majority", n_resamples: int = 10_000,
              **tally_options) -> Evaluation:
@@ -123,36 +163,11 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
     if label_budget is not None and (not isinstance(label_budget, int) or label_budget < 2):
         raise DataError("label_budget must be an integer >= 2", field="label_budget")
     labeled = np.asarray((counts.gold >= 0) | counts.gold_missing)
-    F = int(outer.max()) + 1
-    rng = np.random.default_rng(seed)
-    weights = []
-    for f in range(F):
-        w = ((outer != f) & labeled).astype(np.float32)
-        if label_budget is not None:
-            pool = np.flatnonzero(w)
-            keep = rng.choice(pool, size=min(label_budget, pool.size), replace=False)
-            w = np.zeros(T, np.float32)
-            w[keep] = 1.0
-        weights.append(w)
+    weights = _fold_weights(counts, outer, label_budget, seed)
 
     proba, selected = {}, {}
     for name in arms:
-        out = np.zeros(counts.mask.shape, np.float64)
-        selected[name] = []
-        for f in range(F):
-            test = np.flatnonzero(outer == f)
-            model = make_arm(name, seed)
-            if name == "ds-em":
-                part = counts.take(test)
-                out[test] = model.fit(part).predict_proba(part)
-            else:
-                if _supervised(name):
-                    model.fit(counts, weights[f])
-                else:
-                    model.fit(counts)
-                out[test] = model.predict_proba(counts)[test]
-            selected[name].append(_params(model))
-        proba[name] = out
+        proba[name], selected[name] = _out_of_fold(name, counts, outer, weights, seed)
         if all(s is None for s in selected[name]):
             del selected[name]
 
@@ -178,3 +193,58 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
         b.update(delta=-b["delta"], ci_low=-b["ci_high"], ci_high=-neg_brier.ci_low)
         bootstrap[name] = {"accuracy": acc._asdict(), "brier_mc": b}
     return Evaluation(table, bootstrap, selected, outer, reference, label_budget, seed, proba)
+
+
+def decision_flips(traces, arm: str = "bda-per-agent", folds=5, seed: int = 0) -> dict:
+    """Do rounds >= 1 change decisions? (seed 003 Table 8, Appendix E.4.)
+
+    The arm is evaluated out of fold on the full traces and on the same traces truncated to
+    round 0 (``tally(max_round=0)``), with identical folds and seeded ties. ``fix``: tasks wrong
+    on round 0 and right on the full trace; ``break``: the reverse; ``net`` = fix - break and
+    ``fix_per_break`` their ratio (None when nothing broke).
+    """
+    full = tally(traces)
+    round0 = tally(traces, agents=full.agents, max_round=0)
+    outer = make_folds(full, folds, seed) if isinstance(folds, int) else np.asarray(folds)
+    weights = _fold_weights(full, outer, None, seed)
+    key = jax.random.key(seed)
+    gold, gm, mask = np.asarray(full.gold), np.asarray(full.gold_missing), np.asarray(full.mask)
+    right = []
+    for counts in (round0, full):
+        proba, _ = _out_of_fold(arm, counts, outer, weights, seed)
+        s = correctness(proba, gold, gm, mask, key=key)
+        right.append(np.asarray(s.correct)[np.asarray(s.labeled)] > 0)
+    fix = int(np.sum(~right[0] & right[1]))
+    brk = int(np.sum(right[0] & ~right[1]))
+    return {"arm": arm, "n": int(right[0].size), "fix": fix, "break": brk, "net": fix - brk,
+            "fix_per_break": fix / brk if brk else None,
+            "accuracy_round0": float(right[0].mean()), "accuracy_full": float(right[1].mean())}
+
+
+def reliability_ablation(traces, folds=5, seed: int = 0) -> list[dict]:
+    """Table 7's reliability-key and estimator-basis ablations of BDA per-agent.
+
+    Rows: the reliability keyed per agent, per force, per agent-and-force (``tally(seat_key=...)``)
+    with all moves as the estimator basis, then keyed per agent with propose-only and round-0
+    bases. Every row uses the same outer folds; metrics as in :func:`evaluate`'s table.
+    """
+    full = tally(traces)
+    outer = make_folds(full, folds, seed) if isinstance(folds, int) else np.asarray(folds)
+    weights = _fold_weights(full, outer, None, seed)
+    key = jax.random.key(seed)
+    gold, gm, mask = np.asarray(full.gold), np.asarray(full.gold_missing), np.asarray(full.mask)
+    rows = []
+    settings = [("agent", "all"), ("force", "all"), ("agent-force", "all"),
+                ("agent", "propose"), ("agent", "round0")]
+    for seat_key, basis in settings:
+        if basis == "all":
+            data = tally(traces, seat_key=seat_key)
+            factory = lambda s: BDA("bda-per-agent", seed=s)
+        else:
+            data = traces
+            factory = lambda s, basis=basis: BDA("bda-per-agent", seed=s, basis=basis)
+        proba, _ = _out_of_fold(factory, data, outer, weights, seed)
+        row = {"key": seat_key, "basis": basis}
+        row.update(summary(proba, gold, gm, mask, key=key))
+        rows.append(row)
+    return rows
