@@ -44,6 +44,16 @@ _DEFAULT_BINS = {"width": 10, "mass": 15}          # the paper's ECE_ew and ECE_
 
 # --------------------------------------------------------------------------- helpers
 
+def _float():
+    """JAX's default float: float64 in x64 mode, else float32."""
+    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+
+
+def _as_float(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(_float())
+
+
 def _weights(x, weights):
     """Weights as floats of x's dtype, negative/NaN treated as 0."""
     if weights is None:
@@ -53,13 +63,12 @@ def _weights(x, weights):
 
 
 def _score_inputs(confidence, correct, weights):
-    conf = jnp.asarray(confidence)
-    if not jnp.issubdtype(conf.dtype, jnp.floating):
-        conf = conf.astype(jnp.float32)
+    """Float confidence, correctness and weights. ``conf`` is left as given (it may be NaN where
+    the weight is 0: every product with it is guarded), so that sorting it does not depend on the
+    weights: under the bootstrap's vmap over weights the sort then runs once, not per resample."""
+    conf = _as_float(confidence)
     w = _weights(conf, weights)
-    live = w > 0
-    conf = jnp.where(live, conf, 0.0)                   # zero-weight values are never read
-    corr = jnp.where(live, jnp.asarray(correct).astype(conf.dtype), 0.0)
+    corr = jnp.where(w > 0, jnp.asarray(correct).astype(conf.dtype), 0.0)
     return conf, corr, w
 
 
@@ -82,12 +91,12 @@ def _bin_index(conf, w, n_bins, binning):
         # bin m = [m/M, (m+1)/M) with the edges m/M rounded to conf's dtype; 1.0 -> last bin;
         # values outside [0, 1] clip into the first / last bin
         inner = jnp.asarray(np.arange(1, n_bins) / n_bins, conf.dtype)
-        return jnp.searchsorted(inner, conf, side="right", method="sort").astype(jnp.int32)
+        return jnp.searchsorted(inner, conf, side="right").astype(jnp.int32)
     # equal mass: bin = floor(M * W(conf' < conf) / W): ties share a bin, order never matters
     order = jnp.argsort(conf)
     sc, sw = conf[order], w[order]
     before = jnp.concatenate([jnp.zeros(1, w.dtype), jnp.cumsum(sw)[:-1]])
-    wless = before[jnp.searchsorted(sc, conf, side="left", method="sort")]
+    wless = before[jnp.searchsorted(sc, conf, side="left")]
     total = jnp.sum(w)
     m = jnp.arange(1, n_bins, dtype=w.dtype)
     return jnp.sum(n_bins * wless[:, None] >= m * total, axis=1).astype(jnp.int32)
@@ -96,7 +105,7 @@ def _bin_index(conf, w, n_bins, binning):
 def _bin_sums(conf, corr, w, n_bins, binning):
     b = _bin_index(conf, w, n_bins, binning)
     seg = partial(jax.ops.segment_sum, segment_ids=b, num_segments=n_bins)
-    return b, seg(w), seg(w * conf), seg(w * corr)
+    return b, seg(w), seg(jnp.where(w > 0, w * conf, 0.0)), seg(w * corr)
 
 
 # --------------------------------------------------------------------------- correctness
@@ -116,9 +125,7 @@ class Scored(NamedTuple):
 
 @jax.jit
 def _correctness(proba, gold, gold_missing, mask, key, pred):
-    proba = jnp.asarray(proba)
-    if not jnp.issubdtype(proba.dtype, jnp.floating):
-        proba = proba.astype(jnp.float32)
+    proba = _as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
@@ -159,7 +166,7 @@ def accuracy(correct, weights=None) -> jax.Array:
     >>> float(accuracy([1, 0, 1, 1]))
     0.75
     """
-    corr = jnp.asarray(correct).astype(jnp.float32)
+    corr = _as_float(correct)
     w = _weights(corr, weights)
     return _wmean(jnp.where(w > 0, corr, 0.0), w)
 
@@ -175,10 +182,9 @@ def brier_top(confidence, correct, weights=None) -> jax.Array:
     0.25
     """
     conf, corr, w = _score_inputs(confidence, correct, weights)
-    return _wmean((conf - corr) ** 2, w)
+    return _wmean(jnp.where(w > 0, (conf - corr) ** 2, 0.0), w)
 
 
-@partial(jax.jit, static_argnames=("n_bins", "binning"))
 def ece(confidence, correct, n_bins=None, binning="width", weights=None) -> jax.Array:
     """Expected calibration error, seed 003 Appendix B Eq. (5) (Guo et al. 2017).
 
@@ -194,7 +200,11 @@ def ece(confidence, correct, n_bins=None, binning="width", weights=None) -> jax.
     >>> round(float(ece([0.05, 0.15, 0.15, 0.95], [0, 1, 0, 1])), 6)
     0.2
     """
-    n_bins = _resolve_bins(n_bins, binning)
+    return _ece(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def _ece(confidence, correct, weights, n_bins, binning):
     conf, corr, w = _score_inputs(confidence, correct, weights)
     _, _, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
     return jnp.sum(jnp.abs(s_corr - s_conf)) / jnp.sum(w)
@@ -215,7 +225,6 @@ class ReliabilityBins(NamedTuple):
     upper: jax.Array
 
 
-@partial(jax.jit, static_argnames=("n_bins", "binning"))
 def reliability_bins(confidence, correct, n_bins=None, binning="width",
                      weights=None) -> ReliabilityBins:
     """Reliability-diagram bins with the binning of :func:`ece` (seed 003 Appendix B). [M] each.
@@ -226,7 +235,11 @@ def reliability_bins(confidence, correct, n_bins=None, binning="width",
     >>> float(rb.accuracy[1]), round(float(rb.confidence[1]), 6)
     (0.5, 0.15)
     """
-    n_bins = _resolve_bins(n_bins, binning)
+    return _reliability_bins(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def _reliability_bins(confidence, correct, weights, n_bins, binning):
     conf, corr, w = _score_inputs(confidence, correct, weights)
     b, s_w, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
     empty = s_w <= 0
@@ -261,8 +274,8 @@ def auroc(confidence, correct, weights=None) -> jax.Array:
     order = jnp.argsort(conf)
     sc = conf[order]
     cum_neg = jnp.concatenate([jnp.zeros(1, w.dtype), jnp.cumsum(wn[order])])
-    lo = cum_neg[jnp.searchsorted(sc, conf, side="left", method="sort")]
-    hi = cum_neg[jnp.searchsorted(sc, conf, side="right", method="sort")]
+    lo = cum_neg[jnp.searchsorted(sc, conf, side="left")]
+    hi = cum_neg[jnp.searchsorted(sc, conf, side="right")]
     n_pos, n_neg = jnp.sum(wp), jnp.sum(wn)
     ok = (n_pos > 0) & (n_neg > 0)
     per_pos = (lo + 0.5 * (hi - lo)) / jnp.where(ok, n_neg, 1.0)   # in [0, 1]
@@ -273,7 +286,7 @@ def auroc(confidence, correct, weights=None) -> jax.Array:
 
 @partial(jax.jit, static_argnames=("reduce",))
 def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.Array:
-    """Multiclass Brier score (Brier 1950): sum over the task's valid slots of (p_g - 1{g = gold})^2.
+    """Multiclass Brier score (Brier 1950): sum over valid slots of (p_g - 1{g = gold})^2.
 
     ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]. A gold_missing task's
     one-hot is all zeros (its score is sum_g p_g^2). ``reduce=True``: the mean over labeled tasks
@@ -283,9 +296,7 @@ def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.A
     >>> float(brier_mc([[0.5, 0.5], [0.25, 0.75]], [0, 1]))
     0.3125
     """
-    proba = jnp.asarray(proba)
-    if not jnp.issubdtype(proba.dtype, jnp.floating):
-        proba = proba.astype(jnp.float32)
+    proba = _as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
@@ -308,9 +319,7 @@ def nll(proba, gold, gold_missing=None, *, eps=NLL_EPS, reduce=True) -> jax.Arra
     >>> round(float(nll([[0.5, 0.5], [0.0, 1.0]], [0, 0])), 2)      # (log 2 - log 1e-12) / 2
     14.16
     """
-    proba = jnp.asarray(proba)
-    if not jnp.issubdtype(proba.dtype, jnp.floating):
-        proba = proba.astype(jnp.float32)
+    proba = _as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
     p = jnp.take_along_axis(proba, jnp.maximum(gold, 0)[:, None], axis=-1)[:, 0]
@@ -328,8 +337,8 @@ def _summary_arrays(proba, gold, gold_missing, mask, key, pred):
     w = s.labeled.astype(s.confidence.dtype)
     return dict(
         accuracy=accuracy(s.correct, w),
-        ece_ew=ece(s.confidence, s.correct, 10, "width", w),
-        ece_em=ece(s.confidence, s.correct, 15, "mass", w),
+        ece_ew=_ece(s.confidence, s.correct, w, 10, "width"),
+        ece_em=_ece(s.confidence, s.correct, w, 15, "mass"),
         brier=brier_top(s.confidence, s.correct, w),
         brier_mc=brier_mc(proba, gold, gold_missing, mask),
         nll=nll(proba, gold, gold_missing),
@@ -401,7 +410,10 @@ def _finish(deltas, delta, higher_is_better, level, n_units) -> BootstrapResult:
                            n_units)
 
 
-def _check_common(n_resamples, level):
+def _check_common(key, n_resamples, level):
+    if isinstance(key, (int, np.integer)):
+        raise DataError("key must be a JAX PRNG key, e.g. jax.random.key(0), not an int",
+                        field="key")
     if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise DataError(f"n_resamples must be a positive integer, got {n_resamples!r}",
                         field="n_resamples")
@@ -409,15 +421,45 @@ def _check_common(n_resamples, level):
         raise DataError(f"level must lie in (0, 1), got {level!r}", field="level")
 
 
+def _map_resamples(one, key, n_resamples, batch_size):
+    """[n_resamples] results of ``one(k_r)``, k_r = split(key, n_resamples)[r], vmapped in
+    batches of ``batch_size`` under ``lax.map`` (the last batch padded with repeated keys whose
+    results are dropped), so the values never depend on the batch size."""
+    keys = jax.random.split(key, n_resamples)
+    if batch_size >= n_resamples:
+        return jax.vmap(one)(keys)
+    n_batches = -(-n_resamples // batch_size)
+    pad = n_batches * batch_size - n_resamples
+    if pad:
+        keys = jnp.concatenate([keys, keys[:pad]])
+    out = jax.lax.map(jax.vmap(one), keys.reshape(n_batches, batch_size))
+    return out.reshape(-1)[:n_resamples]
+
+
+def _draw_units(k, n_units):
+    """n_units uniform draws from [0, n_units): 32 random bits modulo n_units (the modulo bias,
+    at most n_units / 2**32 relative, is negligible; cheaper to compile than ``randint``)."""
+    bits = jax.random.bits(k, (n_units,), jnp.uint32)
+    return (bits % jnp.uint32(n_units)).astype(jnp.int32)
+
+
 @partial(jax.jit, static_argnames=("n_resamples", "batch_size"))
 def _boot_ratio(key, unit_sum, unit_size, n_resamples, batch_size):
-    n_units = unit_sum.shape[0]
-
     def one(k):
-        idx = jax.random.randint(k, (n_units,), 0, n_units)
+        idx = _draw_units(k, unit_sum.shape[0])
         return jnp.sum(unit_sum[idx]) / jnp.sum(unit_size[idx])
 
-    return jax.lax.map(one, jax.random.split(key, n_resamples), batch_size=batch_size)
+    return _map_resamples(one, key, n_resamples, batch_size)
+
+
+@partial(jax.jit, static_argnames=("stat_fn", "n_units", "n_resamples", "batch_size"))
+def _boot_stat(key, stat_fn, data_a, data_b, unit, n_units, n_resamples, batch_size):
+    def one(k):
+        counts = jnp.bincount(_draw_units(k, n_units), length=n_units)
+        w = counts.astype(_float())[unit]
+        return stat_fn(data_a, w) - stat_fn(data_b, w)
+
+    return _map_resamples(one, key, n_resamples, batch_size)
 
 
 def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None, *,
@@ -443,7 +485,7 @@ def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None,
     >>> r.delta, r.p_win > 0.8
     (0.5, True)
     """
-    _check_common(n_resamples, level)
+    _check_common(key, n_resamples, level)
     a = np.asarray(metric_a, np.float64)
     b = np.asarray(metric_b, np.float64)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
@@ -458,7 +500,7 @@ def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None,
     unit_sum = np.bincount(unit, weights=d, minlength=G)
     unit_size = np.bincount(unit, minlength=G).astype(np.float64)
     bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 22) // G))
-    ft = jnp.float32 if not jax.config.read("jax_enable_x64") else jnp.float64
+    ft = _float()
     deltas = _boot_ratio(key, jnp.asarray(unit_sum, ft), jnp.asarray(unit_size, ft),
                          int(n_resamples), bs)
     return _finish(deltas, d.mean(), higher_is_better, level, G)
@@ -477,7 +519,9 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
     CI, ``p_win`` and determinism as in :func:`paired_bootstrap`, whose draws it shares: with
     ``stat_fn`` a weighted mean both return the same resampled deltas. Resamples are vmapped in
     batches under ``jax.lax.map``; resamples where a statistic is NaN are dropped (counted out of
-    ``n_resamples``). For ECE pass ``higher_is_better=False``.
+    ``n_resamples``). For ECE pass ``higher_is_better=False``. ``stat_fn`` is a static argument
+    of the compiled bootstrap: reuse one function object across calls (e.g. one per metric, not a
+    fresh lambda per arm) and same-shaped calls reuse the compilation.
 
     >>> stat = lambda d, w: ece(d[0], d[1], weights=w)
     >>> a = (jnp.array([0.9, 0.9, 0.1, 0.1]), jnp.array([1, 1, 0, 0]))
@@ -487,7 +531,7 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
     >>> round(r.delta, 4), r.p_win > 0.9
     (-0.3, True)
     """
-    _check_common(n_resamples, level)
+    _check_common(key, n_resamples, level)
     leaves = jax.tree_util.tree_leaves(data_a) + jax.tree_util.tree_leaves(data_b)
     if not leaves:
         raise DataError("data_a and data_b must hold arrays", field="data_a")
@@ -496,20 +540,15 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
         raise DataError("every array of data_a and data_b needs the same non-empty leading "
                         "task axis T", field="data_b")
     unit, G = _units(clusters, T)
-    ft = jnp.float32 if not jax.config.read("jax_enable_x64") else jnp.float64
     data_a = jax.tree_util.tree_map(jnp.asarray, data_a)
     data_b = jax.tree_util.tree_map(jnp.asarray, data_b)
-    ones = jnp.ones(T, ft)
-    delta = float(jax.jit(stat_fn)(data_a, ones) - jax.jit(stat_fn)(data_b, ones))
+    delta = float(_full_stat_delta(stat_fn, data_a, data_b, T))
     bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 20) // max(T, G)))
-    unit_j = jnp.asarray(unit)
+    deltas = _boot_stat(key, stat_fn, data_a, data_b, jnp.asarray(unit), G, int(n_resamples), bs)
+    return _finish(deltas, delta, higher_is_better, level, G)
 
-    @jax.jit
-    def run(k, da, db):
-        def one(kk):
-            idx = jax.random.randint(kk, (G,), 0, G)
-            w = jnp.bincount(idx, length=G).astype(ft)[unit_j]
-            return stat_fn(da, w) - stat_fn(db, w)
-        return jax.lax.map(one, jax.random.split(k, n_resamples), batch_size=bs)
 
-    return _finish(run(key, data_a, data_b), delta, higher_is_better, level, G)
+@partial(jax.jit, static_argnames=("stat_fn", "T"))
+def _full_stat_delta(stat_fn, data_a, data_b, T):
+    ones = jnp.ones(T, _float())
+    return stat_fn(data_a, ones) - stat_fn(data_b, ones)
