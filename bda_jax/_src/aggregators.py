@@ -16,7 +16,7 @@ from .counts import Counts, tally
 from .decisions import decide, majority
 from .errors import DataError
 from .fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
-from .kernels import confusion_log_posterior, onecoin_log_posterior
+from .kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for
 from .selection import GRID_COLUMNS, GRIDS, _arrays, _nested, make_folds
 
 __all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion"]
@@ -116,7 +116,8 @@ class BDA(_Aggregator):
         grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
         _, _, scores = _nested(self.arm, jnp.asarray(grid, jnp.float32), jnp.asarray(w)[None],
                                jnp.asarray(inner_train)[None], jnp.asarray(inner_val)[None],
-                               _arrays(counts), _arrays(fit_counts), self.class_prior)
+                               _arrays(counts), _arrays(fit_counts), self.class_prior,
+                               table_size_for(counts))
         theta = grid[int(np.argmin(np.asarray(scores[0])))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))
         self.cv_brier_ = np.asarray(scores[0])

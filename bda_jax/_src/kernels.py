@@ -66,6 +66,16 @@ def _excess_table(par, table_size):
     return jnp.where(big, stirling, direct)
 
 
+def _pair_table(alpha, beta, S):
+    """[I, S, S] per-agent table indexed by (N, c): excess_a[c] + excess_b[N - c] + c log(a / b)."""
+    ex_a = _excess_table(alpha, S)                                   # [I, S]
+    ex_b = _excess_table(beta, S)
+    n = jnp.arange(S)
+    d_index = jnp.clip(n[:, None] - n[None, :], 0, S - 1)            # [S(N), S(c)]
+    log_ratio = (jnp.log(alpha) - jnp.log(beta))[:, None, None]
+    return ex_a[:, None, :] + ex_b[:, d_index] + n.astype(alpha.dtype)[None, None, :] * log_ratio
+
+
 def _beta_part_tables(N, c, alpha, beta, table_size):
     """sum_i [lgamma(a_i + c) + lgamma(b_i + d)] up to a per-task constant, [T, K], by lookup.
 
@@ -76,15 +86,9 @@ def _beta_part_tables(N, c, alpha, beta, table_size):
     """
     I = alpha.shape[0]
     S = table_size
-    ex_a = _excess_table(alpha, S)                                   # [I, S]
-    ex_b = _excess_table(beta, S)
-    n = jnp.arange(S)
-    d_index = jnp.clip(n[:, None] - n[None, :], 0, S - 1)            # [S(N), S(c)]
-    log_ratio = (jnp.log(alpha) - jnp.log(beta))[:, None, None]
-    table = ex_a[:, None, :] + ex_b[:, d_index] + n.astype(alpha.dtype)[None, None, :] * log_ratio
     # Materialize the small table: otherwise XLA fuses its log-Gamma producers into the gather
     # and recomputes them for every one of the T*I*K cells (10x slower).
-    table = jax.lax.optimization_barrier(table)
+    table = jax.lax.optimization_barrier(_pair_table(alpha, beta, S))
     table = table.reshape(-1)
     N, c = jnp.clip(N, 0, S - 1), jnp.clip(c, 0, S - 1)
     if I > _UNROLL_AGENTS:
@@ -161,6 +165,38 @@ def _onecoin(N, e, c, mask, K, alpha, beta, tau, log_prior, table_size):
     return jax.lax.cond(small, tables, large)
 
 
+_GRID_FEATURES_MAX = 4096        # I * S * S: one-hot width of the grid path
+_GRID_CELLS_MAX = 50_000_000     # T * K * features: its dense one-hot size
+
+
+@partial(jax.jit, static_argnames=("table_size",))
+def _onecoin_grid(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size):
+    """[M, T, K] one-coin posteriors for M prior rows (alphas, betas [M, I], taus [M]).
+
+    Every (agent, N, c) cell is one feature, so all M posteriors come from one matrix product of
+    the tasks' one-hot features [T, K, I S^2] with the M rows' tables [M, I S^2] — what makes a
+    whole CV grid cost about one kernel call. Falls back to a vmap of the single-prior kernel
+    when the tables are wide or counts exceed them.
+    """
+    T, I, Kmax = e.shape
+    S = table_size
+    F = I * S * S
+    single = jax.vmap(lambda a, b, t: _onecoin(N, e, c, mask, K, a, b, t, log_prior, S))
+    if F > _GRID_FEATURES_MAX or T * Kmax * F > _GRID_CELLS_MAX:
+        return single(alphas, betas, taus)
+    dt = alphas.dtype
+
+    def tables():
+        tabs = jax.vmap(lambda a, b: _pair_table(a, b, S).reshape(-1))(alphas, betas)   # [M, F]
+        index = ((jnp.arange(I)[None, :, None] * S + jnp.clip(N, 0, S - 1)[..., None]) * S
+                 + jnp.clip(c, 0, S - 1))                                               # [T, I, K]
+        onehot = jax.nn.one_hot(index, F, dtype=dt).sum(axis=1)                         # [T, K, F]
+        beta_part = jnp.einsum("tkf,mf->mtk", onehot, tabs)
+        return jax.vmap(lambda bp, t: _finish(bp, e, mask, K, t, log_prior, jnp))(beta_part, taus)
+
+    return jax.lax.cond(jnp.max(N, initial=0) < S, tables, lambda: single(alphas, betas, taus))
+
+
 def _log_prior(log_prior, T, K, dt):
     if log_prior is None:
         return jnp.zeros((1, K), dt)
@@ -186,8 +222,21 @@ def _check_agents(counts: Counts, arr, name, ndim):
                         f"got shape {arr.shape}", field=name)
 
 
+def table_size_for(counts: Counts) -> int:
+    """Smallest power of two in [8, DEFAULT_TABLE_SIZE] above every N (DEFAULT when traced or
+    larger): small tables are cheap to build, which matters when a grid of priors is vmapped."""
+    N = counts.N
+    if isinstance(N, jax.core.Tracer) or N.size == 0:
+        return DEFAULT_TABLE_SIZE
+    top = int(np.max(np.asarray(N))) + 1
+    size = 8
+    while size < top and size < DEFAULT_TABLE_SIZE:
+        size *= 2
+    return size
+
+
 def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, *, dtype=None,
-                          table_size: int = DEFAULT_TABLE_SIZE) -> jax.Array:
+                          table_size: int | None = None) -> jax.Array:
     """One-coin BDA posterior, Eqs. (1)-(2) of seed 003 §3 (Algorithm 1), optionally tempered.
 
     log pi(g | T) = log pi0(g) + tau * sum_i [log B(alpha_i + c_i(g), beta_i + d_i(g))
@@ -200,6 +249,7 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
       log_prior: log pi0, [K] or [T, K]; default uniform.
       dtype: float32 (default) or float64 (needs JAX x64 mode).
       table_size: counts below it use exact lookup tables; otherwise the large-count path.
+        Default: :func:`table_size_for` (a power of two just above the largest N).
 
     Returns: normalized log-posteriors [T, K]; padding slots are -inf. A task with K_t = 1 gets
     probability 1 on its only candidate (the (K - 1) factor is taken as 1 there).
@@ -220,7 +270,8 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     _require(tau, "tau", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
     T, _, K = counts.e.shape
     return _onecoin(counts.N, counts.e, counts.c, counts.mask, counts.K, alpha, beta, tau,
-                    _log_prior(log_prior, T, K, dt), int(table_size))
+                    _log_prior(log_prior, T, K, dt),
+                    int(table_size_for(counts) if table_size is None else table_size))
 
 
 @jax.jit

@@ -17,7 +17,8 @@ import numpy as np
 from .counts import Counts
 from .errors import DataError
 from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from_reliability, reliability
-from .kernels import _check_agents, confusion_log_posterior, onecoin_log_posterior
+from .kernels import (DEFAULT_TABLE_SIZE, _onecoin_grid, confusion_log_posterior,
+                      onecoin_log_posterior, table_size_for)
 
 __all__ = ["make_folds", "inner_folds", "GRIDS", "arm_log_posterior", "select_and_predict",
            "CVResult", "multiclass_brier"]
@@ -85,7 +86,7 @@ def multiclass_brier(log_post, gold, mask) -> jax.Array:
 
 
 def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Counts | None = None,
-                      class_prior: bool = False):
+                      class_prior: bool = False, table_size: int | None = None):
     """Log-posterior [T, K] of a BDA arm at hyperparameters ``theta`` fitted on ``weights``.
 
     ``fit_counts`` (default ``counts``) are the counts reliabilities are estimated from (e.g. a
@@ -99,7 +100,8 @@ def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Coun
                                        log_prior)
     b, kappa, s, tau = theta[0], theta[1], theta[2], theta[3]
     prior = prior_from_reliability(reliability(fit_counts, weights), b, kappa, s)
-    return onecoin_log_posterior(counts, prior.alpha, prior.beta, tau, log_prior)
+    return onecoin_log_posterior(counts, prior.alpha, prior.beta, tau, log_prior,
+                                 table_size=table_size)
 
 
 class CVResult(NamedTuple):
@@ -115,24 +117,45 @@ class CVResult(NamedTuple):
     inner_brier: jax.Array
 
 
-@partial(jax.jit, static_argnames=("arm", "class_prior"))
-def _nested(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior):
+@partial(jax.jit, static_argnames=("arm", "class_prior", "table_size"))
+def _nested(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
+            table_size=DEFAULT_TABLE_SIZE):
     labeled = labeled_weights(counts)
 
     def fold_score(theta, w_train, w_val):                       # one config, one inner fold
-        lp = arm_log_posterior(arm, theta, w_train, counts, fit_counts, class_prior)
+        lp = arm_log_posterior(arm, theta, w_train, counts, fit_counts, class_prior, table_size)
         brier = multiclass_brier(lp, counts.gold, counts.mask)
         return jnp.sum(brier * w_val), jnp.sum(w_val)
 
-    def outer_fold(w_outer, w_in_train, w_in_val):
-        per = jax.vmap(jax.vmap(fold_score, (None, 0, 0)), (0, None, None))
-        total, n = per(grid, w_in_train * labeled, w_in_val * labeled)   # [G, F_in]
+    def grid_scores(w_in_train, w_in_val):                       # [G, F_in] inner Brier sums
+        if arm == "bda-confusion" or class_prior:
+            per = jax.vmap(jax.vmap(fold_score, (None, 0, 0)), (0, None, None))
+            return per(grid, w_in_train * labeled, w_in_val * labeled)
+        # one-coin arms: all (grid row, inner fold) priors scored by one matrix product
+        r = jax.vmap(lambda w: reliability(fit_counts, w))(w_in_train * labeled)      # [F_in, I]
+        prior = jax.vmap(lambda th: jax.vmap(
+            lambda ri: prior_from_reliability(ri, th[0], th[1], th[2]))(r))(grid)    # [G, F_in, I]
+        G, F_in, I = prior.alpha.shape
+        taus = jnp.repeat(grid[:, 3], F_in)
+        lps = _onecoin_grid(counts.N, counts.e, counts.c, counts.mask, counts.K,
+                            prior.alpha.reshape(G * F_in, I), prior.beta.reshape(G * F_in, I),
+                            taus, jnp.zeros((1, counts.e.shape[2]), grid.dtype), table_size)
+        brier = jax.vmap(lambda lp: multiclass_brier(lp, counts.gold, counts.mask))(lps)
+        val = w_in_val * labeled                                                       # [F_in, T]
+        total = jnp.einsum("gft,ft->gf", brier.reshape(G, F_in, -1), val)
+        return total, jnp.broadcast_to(val.sum(-1), (G, F_in))
+
+    def outer_fold(args):
+        w_outer, w_in_train, w_in_val = args
+        total, n = grid_scores(w_in_train, w_in_val)                     # [G, F_in]
         score = total.sum(1) / jnp.maximum(n.sum(1), 1.0)                   # [G]
         best = jnp.argmin(score)                                           # first of ties
-        lp = arm_log_posterior(arm, grid[best], w_outer * labeled, counts, fit_counts, class_prior)
+        lp = arm_log_posterior(arm, grid[best], w_outer * labeled, counts, fit_counts, class_prior,
+                               table_size)
         return lp, grid[best], score
 
-    lps, selected, scores = jax.vmap(outer_fold)(outer_train, inner_train, inner_val)
+    # outer folds one after another (lax.map): the grid x inner-fold batch is the wide axis
+    lps, selected, scores = jax.lax.map(outer_fold, (outer_train, inner_train, inner_val))
     return lps, selected, scores
 
 
@@ -163,7 +186,8 @@ def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None
     inner_val = jnp.asarray(inner[:, None, :] == np.arange(n_in)[None, :, None], jnp.float32)
     fit_counts = counts if fit_counts is None else fit_counts
     lps, selected, scores = _nested(arm, grid, outer_train, inner_train, inner_val,
-                                    _arrays(counts), _arrays(fit_counts), class_prior)
+                                    _arrays(counts), _arrays(fit_counts), class_prior,
+                                    table_size_for(counts))
     test = jnp.asarray(outer[None, :] == np.arange(F)[:, None])[..., None]             # [F, T, 1]
     log_proba = jnp.sum(jnp.where(test, lps, 0.0), axis=0)
     log_proba = jnp.where(counts.mask, log_proba, -jnp.inf)
