@@ -1,10 +1,13 @@
 """bda_jax: calibrated probabilities from multi-agent deliberation records (JAX + NumPyro).
 
 One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
+Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.metrics``, ``bda_jax.simulate``.
 """
+from ._src.abstention import RiskCoverage, risk_coverage, selective_decision
 from ._src.counts import Counts, CountsInfo, tally
 from ._src.decisions import Decision, decide, majority
 from ._src.errors import ArtifactError, BdaError, DataError, TraceError
+from ._src.evaluation import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
 from ._src.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
                            prior_from_reliability, reliability, uniform_error_confusion)
 from ._src.kernels import confusion_log_posterior, onecoin_log_posterior
@@ -16,6 +19,8 @@ from ._src.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse
 __version__ = "0.1.0"
 
 __all__ = [
+    "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",
+    "reliability_ablation", "risk_coverage", "selective_decision",
     "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",
     "inner_folds", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
     "uniform_error_confusion",

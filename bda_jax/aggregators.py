@@ -1,4 +1,10 @@
-"""Aggregators with one interface: ``fit`` -> self, ``predict_proba``, ``predict`` (seeded ties)."""
+"""Aggregators with one interface: ``fit`` -> self, ``predict_proba`` [T, K] over each task's
+candidates (0 on padding), ``predict`` (seeded random ties); fitted attributes end in ``_``."""
 from ._src.aggregators import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
+from ._src.baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
+                             TemperatureScaled, VerbalizedVote)
+from ._src.dawid_skene import DawidSkene
 
-__all__ = ["BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "Majority"]
+__all__ = ["BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "BestMember",
+           "DawidSkene", "GatedVote", "IsotonicRecalibrated", "LogisticStacking", "Majority",
+           "TemperatureScaled", "VerbalizedVote"]
