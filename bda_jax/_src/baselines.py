@@ -41,7 +41,7 @@ import optax
 
 from .aggregators import _Aggregator
 from .counts import Counts
-from .decisions import _argmax_random_ties
+from .decisions import _argmax_random_ties, vote_shares
 from .errors import DataError
 from .fitting import labeled_weights
 from .selection import _arrays, make_folds, multiclass_brier
@@ -112,15 +112,6 @@ def _check_seats(model, counts: Counts, n_seats: int):
 
 def _masked_log(p, mask):
     return jnp.where(mask, jnp.log(p), -jnp.inf)
-
-
-@jax.jit
-def _shares(votes, mask):
-    """Vote shares over valid slots; uniform where no vote was cast."""
-    votes = jnp.where(mask, votes, 0.0).astype(jnp.float32)
-    total = votes.sum(-1, keepdims=True)
-    uniform = mask / mask.sum(-1, keepdims=True)
-    return jnp.where(total > 0, votes / jnp.where(total > 0, total, 1.0), uniform)
 
 
 # ----------------------------------------------------------------------------- round-0 accuracy
@@ -361,7 +352,7 @@ def _gated_log_proba(e0, mask, gate):
     gated = jnp.einsum("tik,i->tk", e0, gate.astype(jnp.float32))
     everyone = e0.sum(1)
     votes = jnp.where(jnp.sum(gated * mask, -1, keepdims=True) > 0, gated, everyone)
-    return _masked_log(_shares(votes, mask), mask)
+    return _masked_log(vote_shares(votes, mask), mask)
 
 
 class GatedVote(_Aggregator):
@@ -404,7 +395,7 @@ class GatedVote(_Aggregator):
 
 @jax.jit
 def _member_log_proba(e0, mask, K, accuracy):
-    s = _shares(e0.astype(jnp.float32), mask)                  # uniform if the seat is silent
+    s = vote_shares(e0.astype(jnp.float32), mask)                  # uniform if the seat is silent
     answered = jnp.sum(e0 * mask, -1, keepdims=True) > 0
     Km1 = (K - 1).astype(jnp.float32)[:, None]
     rest = jnp.where(Km1 > 0, (1.0 - s) / jnp.where(Km1 > 0, Km1, 1.0), 0.0)
@@ -468,7 +459,7 @@ def _verbalized(key, e0, conf0, mask, missing, *, mode):
     uniform = mask / mask.sum(-1, keepdims=True)
     winner = _argmax_random_ties(key, jnp.where(any_vote, score, 0.0), mask)
     if mode == "share":
-        p = _shares(score, mask)
+        p = vote_shares(score, mask)
         p = jnp.where(any_vote & (jnp.sum(score * mask, -1, keepdims=True) > 0), p, uniform)
         return winner, p
     top = jax.nn.one_hot(winner, mask.shape[-1], dtype=bool)

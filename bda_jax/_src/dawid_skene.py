@@ -61,6 +61,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .decisions import vote_shares
 from .aggregators import _Aggregator
 from .errors import DataError
 from .kernels import _float_dtype
@@ -107,13 +108,6 @@ def _safe_log(x):
 
 def _task_K(mask, dtype):
     return mask.sum(-1).astype(dtype)
-
-
-def _shares(votes, mask):
-    tot = votes.sum(1)                                      # [T, K]
-    n = tot.sum(-1, keepdims=True)
-    uniform = mask / mask.sum(-1, keepdims=True)
-    return jnp.where(n > 0, tot / jnp.maximum(n, 1), uniform).astype(votes.dtype)
 
 
 def _onecoin_scores(votes, mask, p):
@@ -197,7 +191,7 @@ def _log_param_prior(params, smoothing, model, prior):
 
 @partial(jax.jit, static_argnames=("init",))
 def _init_posterior(votes, mask, init):
-    shares = _shares(votes, mask)
+    shares = vote_shares(votes.sum(1), mask)
     if init == "majority":
         return shares
     Kt = _task_K(mask, votes.dtype)[:, None]

@@ -45,11 +45,14 @@ def decide(key, log_proba, mask=None) -> Decision:
 
 
 @jax.jit
-def _vote_shares(votes, mask):
-    votes = jnp.where(mask, votes, 0).astype(jnp.float32)
+def vote_shares(votes, mask):
+    """[T, K] shares of non-negative scores over each task's valid slots (uniform where every
+    score is 0); float dtype kept, integers become float32."""
+    dt = votes.dtype if jnp.issubdtype(votes.dtype, jnp.floating) else jnp.float32
+    votes = jnp.where(mask, votes, 0).astype(dt)
     total = votes.sum(-1, keepdims=True)
-    uniform = mask / mask.sum(-1, keepdims=True)
-    return jnp.where(total > 0, votes / jnp.maximum(total, 1.0), uniform)
+    uniform = (mask / mask.sum(-1, keepdims=True)).astype(dt)
+    return jnp.where(total > 0, votes / jnp.where(total > 0, total, 1), uniform)
 
 
 def majority(key, counts: Counts, *, rounds: str = "round0") -> Decision:
@@ -62,6 +65,6 @@ def majority(key, counts: Counts, *, rounds: str = "round0") -> Decision:
     if rounds not in ("round0", "all"):
         raise DataError(f"rounds must be 'round0' or 'all', got {rounds!r}", field="rounds")
     votes = jnp.sum(counts.e0 if rounds == "round0" else counts.e, axis=1)
-    shares = _vote_shares(votes, counts.mask)
+    shares = vote_shares(votes, counts.mask)
     index = _argmax_random_ties(key, votes.astype(jnp.float32), counts.mask)
     return Decision(index, jnp.take_along_axis(shares, index[:, None], axis=-1)[:, 0], shares)
