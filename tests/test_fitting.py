@@ -1,5 +1,4 @@
 """Eq. 3 priors, Dirichlet confusion rows, folds, nested CV (leak-free) and the BDA aggregators."""
-import jax
 import numpy as np
 import pytest
 

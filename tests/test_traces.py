@@ -1,6 +1,5 @@
 """Trace format, JSON Lines I/O, the protocol automaton and bad input (DESIGN §3)."""
 import json
-import warnings
 
 import numpy as np
 import pytest

@@ -17,7 +17,7 @@ from .decisions import decide, majority
 from .errors import DataError
 from .fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
 from .kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for
-from .selection import GRID_COLUMNS, GRIDS, _arrays, _nested, make_folds
+from .selection import GRID_COLUMNS, GRIDS, _arrays, _nested, training_folds, training_weights
 
 __all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion"]
 
@@ -104,12 +104,9 @@ class BDA(_Aggregator):
                 raise DataError("basis other than 'all' needs traces, not counts", field="basis")
             option = {"propose": {"forces": ("propose",)}, "round0": {"max_round": 0}}[self.basis]
             fit_counts = self._counts(data, **option)
-        T = counts.N.shape[0]
-        w = np.ones(T, np.float32) if weights is None else np.asarray(weights, np.float32)
+        w = training_weights(counts, weights)
         # folds over the training tasks only: labels outside them must not move fold boundaries
-        train = np.flatnonzero(w > 0)
-        folds = np.full(T, -1, np.int32)
-        folds[train] = make_folds(counts.take(train), self.n_folds, self.seed)
+        folds = training_folds(counts, w, self.n_folds, self.seed)
         n = int(folds.max()) + 1
         inner_train = ((folds[None, :] != np.arange(n)[:, None]) & (folds >= 0)) * w
         inner_val = (folds[None, :] == np.arange(n)[:, None]) * w

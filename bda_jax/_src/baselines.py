@@ -44,7 +44,7 @@ from .counts import Counts
 from .decisions import _argmax_random_ties, vote_shares
 from .errors import DataError
 from .fitting import labeled_weights
-from .selection import _arrays, make_folds, multiclass_brier
+from .selection import _arrays, multiclass_brier, training_folds, training_weights
 
 __all__ = ["LogisticStacking", "GatedVote", "VerbalizedVote", "BestMember",
            "IsotonicRecalibrated", "TemperatureScaled", "SeatAccuracy", "round0_accuracy",
@@ -54,37 +54,6 @@ L2_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
 # ----------------------------------------------------------------------------- shared helpers
-
-def _train_weights(counts: Counts, weights) -> np.ndarray:
-    """[T] float32 training weights, zero on tasks without a gold answer."""
-    T = counts.N.shape[0]
-    if weights is None:
-        w = np.ones(T, np.float32)
-    else:
-        w = np.asarray(weights, np.float32)
-        if w.shape != (T,) or not np.isfinite(w).all() or (w < 0).any():
-            raise DataError(f"weights must be [T] = [{T}] finite and >= 0", field="weights")
-    w = w * np.asarray(labeled_weights(counts), np.float32)
-    if not (w > 0).any():
-        raise DataError("no labeled training task (weight > 0 and a gold answer)",
-                        field="weights")
-    return w
-
-
-def _train_folds(counts: Counts, w: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
-    """[T] fold ids of the training tasks (w > 0), -1 elsewhere; built from the training tasks
-    alone so no other label can move a fold boundary. Fewer clusters than ``n_folds``: one fold
-    per cluster (at least 2 are needed)."""
-    idx = np.flatnonzero(w > 0)
-    n_clusters = np.unique(np.asarray(counts.cluster)[idx]).size
-    n = min(int(n_folds), n_clusters)
-    if n < 2:
-        raise DataError(f"cross-validation needs training tasks from >= 2 clusters, got "
-                        f"{n_clusters}", field="weights")
-    folds = np.full(counts.N.shape[0], -1, np.int32)
-    folds[idx] = make_folds(counts.take(idx), n, seed)
-    return folds
-
 
 def _fit_with_weights(model, data, w):
     """``model.fit(data, weights=w)``, or ``model.fit(data)`` for an unsupervised model whose
@@ -300,8 +269,8 @@ class LogisticStacking(_Aggregator):
     def fit(self, data, weights=None) -> "LogisticStacking":
         counts = self._counts(data)
         self.agents_ = counts.agents
-        w = _train_weights(counts, weights)
-        folds = _train_folds(counts, w, self.n_folds, self.seed)
+        w = training_weights(counts, weights)
+        folds = training_folds(counts, w, self.n_folds, self.seed)
         F = int(folds.max()) + 1
         use_b = counts.vocab is not None if self.intercept == "auto" else bool(self.intercept)
         self.vocab_ = counts.vocab
@@ -376,7 +345,7 @@ class GatedVote(_Aggregator):
     def fit(self, data, weights=None) -> "GatedVote":
         counts = self._counts(data)
         self.agents_ = counts.agents
-        acc = round0_accuracy(counts, _train_weights(counts, weights))
+        acc = round0_accuracy(counts, training_weights(counts, weights))
         self.seat_accuracy_ = np.asarray(acc.accuracy)
         self.chance_ = np.asarray(acc.chance)
         gate = np.isfinite(self.seat_accuracy_) & (self.seat_accuracy_ > self.chance_)
@@ -425,7 +394,7 @@ class BestMember(_Aggregator):
     def fit(self, data, weights=None) -> "BestMember":
         counts = self._counts(data)
         self.agents_ = counts.agents
-        acc = np.asarray(round0_accuracy(counts, _train_weights(counts, weights)).accuracy)
+        acc = np.asarray(round0_accuracy(counts, training_weights(counts, weights)).accuracy)
         if not np.isfinite(acc).any():
             raise DataError("no seat endorsed anything in round 0 on a training task",
                             field="e0")
@@ -631,8 +600,8 @@ class _Recalibrated(_Aggregator):
 
     def fit(self, data, weights=None):
         counts = self._counts(data)
-        w = _train_weights(counts, weights)
-        folds = _train_folds(counts, w, self.n_folds, self.seed)
+        w = training_weights(counts, weights)
+        folds = training_folds(counts, w, self.n_folds, self.seed)
         T, _, K = counts.e.shape
         oof = np.full((T, K), -np.inf, np.float32)
         for f in range(int(folds.max()) + 1):

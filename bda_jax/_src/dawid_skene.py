@@ -61,8 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .decisions import vote_shares
 from .aggregators import _Aggregator
+from .decisions import vote_shares
 from .errors import DataError
 from .kernels import _float_dtype
 

@@ -20,7 +20,7 @@ from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from
 from .kernels import (DEFAULT_TABLE_SIZE, _onecoin_grid, confusion_log_posterior,
                       onecoin_log_posterior, table_size_for)
 
-__all__ = ["make_folds", "inner_folds", "GRIDS", "arm_log_posterior", "select_and_predict",
+__all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS", "arm_log_posterior", "select_and_predict",
            "CVResult", "multiclass_brier"]
 
 _B = (0.52, 0.55, 0.58, 0.60)
@@ -64,6 +64,37 @@ def make_folds(counts: Counts, n_folds: int = 5, seed: int = 0) -> np.ndarray:
     fold_of_cluster = np.empty(ids.size, np.int32)
     fold_of_cluster[order] = np.arange(ids.size) % n_folds
     return fold_of_cluster[np.searchsorted(ids, cluster)]
+
+
+def training_weights(counts: Counts, weights) -> np.ndarray:
+    """[T] float32 training weights, zero on tasks without a gold answer."""
+    T = counts.N.shape[0]
+    if weights is None:
+        w = np.ones(T, np.float32)
+    else:
+        w = np.asarray(weights, np.float32)
+        if w.shape != (T,) or not np.isfinite(w).all() or (w < 0).any():
+            raise DataError(f"weights must be [T] = [{T}] finite and >= 0", field="weights")
+    w = w * np.asarray(labeled_weights(counts), np.float32)
+    if not (w > 0).any():
+        raise DataError("no labeled training task (weight > 0 and a gold answer)",
+                        field="weights")
+    return w
+
+
+def training_folds(counts: Counts, w: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+    """[T] fold ids of the training tasks (w > 0), -1 elsewhere; built from the training tasks
+    alone so no other label can move a fold boundary. Fewer clusters than ``n_folds``: one fold
+    per cluster (at least 2 are needed)."""
+    idx = np.flatnonzero(w > 0)
+    n_clusters = np.unique(np.asarray(counts.cluster)[idx]).size
+    n = min(int(n_folds), n_clusters)
+    if n < 2:
+        raise DataError(f"cross-validation needs training tasks from >= 2 clusters, got "
+                        f"{n_clusters}", field="weights")
+    folds = np.full(counts.N.shape[0], -1, np.int32)
+    folds[idx] = make_folds(counts.take(idx), n, seed)
+    return folds
 
 
 def inner_folds(counts: Counts, outer: np.ndarray, n_inner: int = 5, seed: int = 0) -> np.ndarray:
