@@ -17,7 +17,7 @@ from .counts import Counts, tally
 from .dawid_skene import DawidSkene
 from .errors import DataError
 from .metrics import brier_mc, correctness, paired_bootstrap, summary
-from .selection import make_folds
+from .selection import GRID_COLUMNS, GRIDS, make_folds, select_and_predict
 
 __all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "reliability_ablation"]
 
@@ -167,6 +167,14 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
 
     proba, selected = {}, {}
     for name in arms:
+        if name in GRIDS:   # the whole nested CV of a BDA arm is one compiled call
+            cv = select_and_predict(counts, name, outer, train_weights=np.stack(weights),
+                                    seed=seed)
+            proba[name] = np.where(counts.mask, np.exp(np.asarray(cv.log_proba, np.float64)), 0.0)
+            rows = GRIDS[name]       # report the exact grid values, not their float32 copies
+            nearest = np.abs(rows[None] - np.asarray(cv.selected)[:, None]).sum(-1).argmin(1)
+            selected[name] = [dict(zip(GRID_COLUMNS[name], map(float, rows[i]))) for i in nearest]
+            continue
         proba[name], selected[name] = _out_of_fold(name, counts, outer, weights, seed)
         if all(s is None for s in selected[name]):
             del selected[name]

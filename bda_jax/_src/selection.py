@@ -97,15 +97,18 @@ def training_folds(counts: Counts, w: np.ndarray, n_folds: int, seed: int) -> np
     return folds
 
 
-def inner_folds(counts: Counts, outer: np.ndarray, n_inner: int = 5, seed: int = 0) -> np.ndarray:
-    """[F_out, T] inner fold ids within each outer training part (-1 on the outer test fold)."""
+def inner_folds(counts: Counts, outer: np.ndarray, n_inner: int = 5, seed: int = 0,
+                train_weights=None) -> np.ndarray:
+    """[F_out, T] inner fold ids within each outer training part (-1 elsewhere).
+
+    The training part of outer fold f is ``outer != f``, or the tasks with
+    ``train_weights[f] > 0`` (e.g. a label budget drawn from it).
+    """
     outer = np.asarray(outer)
     F = int(outer.max()) + 1
-    out = np.full((F, outer.size), -1, np.int32)
-    for f in range(F):
-        train = np.flatnonzero(outer != f)
-        out[f, train] = make_folds(counts.take(train), n_inner, seed + 1 + f)
-    return out
+    parts = ((outer[None, :] != np.arange(F)[:, None]) if train_weights is None
+             else np.asarray(train_weights) > 0)
+    return np.stack([training_folds(counts, parts[f], n_inner, seed + 1 + f) for f in range(F)])
 
 
 def multiclass_brier(log_post, gold, mask) -> jax.Array:
@@ -192,13 +195,15 @@ def _nested(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, 
 
 def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None,
                        fit_counts: Counts | None = None, class_prior: bool = False,
-                       n_inner: int = 5, seed: int = 0) -> CVResult:
+                       n_inner: int = 5, seed: int = 0, train_weights=None) -> CVResult:
     """Nested leak-free CV (Appendix D.1): for each outer fold, choose the grid row with the
     lowest mean inner-fold multiclass Brier (reliabilities refit inside every inner training
     part), refit on the whole outer training part, and score the outer test fold.
 
     ``outer`` [T] fold ids (e.g. :func:`make_folds`); ``inner`` [F_out, T] (default:
-    :func:`inner_folds`). Unlabeled tasks are scored but never fit. One compiled call evaluates
+    :func:`inner_folds`); ``train_weights`` [F_out, T] restricts each outer training part (a label
+    budget; default: every other fold). Unlabeled tasks are scored but never fit. One compiled
+    call evaluates
     every (outer fold, inner fold, grid row). A test label never influences its own prediction:
     permuting the gold of an outer fold leaves that fold's predictions bit-identical.
     """
@@ -208,10 +213,18 @@ def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None
     if outer.shape != (counts.N.shape[0],) or outer.min() < 0:
         raise DataError("outer folds must be [T] non-negative fold ids", field="folds")
     F = int(outer.max()) + 1
-    inner = inner_folds(counts, outer, n_inner, seed) if inner is None else np.asarray(inner)
+    if train_weights is not None:
+        train_weights = np.asarray(train_weights, np.float32)
+        if train_weights.shape != (F, outer.size) or (train_weights[outer[None, :] ==
+                                                                    np.arange(F)[:, None]] != 0).any():
+            raise DataError("train_weights must be [F_out, T] and zero on each outer test fold",
+                            field="train_weights")
+    inner = (inner_folds(counts, outer, n_inner, seed, train_weights) if inner is None
+             else np.asarray(inner))
     n_in = int(inner.max()) + 1
     grid = jnp.asarray(GRIDS[arm] if grid is None else grid, jnp.float32)
-    outer_train = jnp.asarray(outer[None, :] != np.arange(F)[:, None], jnp.float32)      # [F, T]
+    outer_train = jnp.asarray(outer[None, :] != np.arange(F)[:, None] if train_weights is None
+                              else train_weights, jnp.float32)                          # [F, T]
     inner_train = jnp.asarray((inner[:, None, :] >= 0)
                               & (inner[:, None, :] != np.arange(n_in)[None, :, None]), jnp.float32)
     inner_val = jnp.asarray(inner[:, None, :] == np.arange(n_in)[None, :, None], jnp.float32)
