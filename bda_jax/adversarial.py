@@ -1,0 +1,10 @@
+"""Adversarial robustness suite (seed 003 §7, Appendix F): attacks, studies and the drift monitor."""
+from ._src.adversary import (DEFAULT_P_GRID, DEFAULT_REGIMES, DoseResponse, corrupt_traces,
+                             corruption_summary, dose_response)
+from ._src.coalition import coalition_report
+from ._src.drift import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
+                         row_drift, sleeper_study)
+
+__all__ = ["DEFAULT_P_GRID", "DEFAULT_REGIMES", "DoseResponse", "DriftReport", "F_GRID",
+           "RowDriftMonitor", "SleeperStudy", "coalition_report", "corrupt_traces",
+           "corruption_summary", "dose_response", "noise_floor", "row_drift", "sleeper_study"]
