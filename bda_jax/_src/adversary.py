@@ -50,7 +50,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -58,6 +57,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError
+from .io import atomic_write
 from .normalize import Normalizer, default_normalizer
 from .traces import Move, Trace, resolve_trace
 
@@ -446,18 +446,8 @@ def _load_cache(path, fingerprint) -> dict:
 
 
 def _save_cache(path, fingerprint, cells) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bda_cache_", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"fingerprint": fingerprint, "cells": cells}, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, lambda handle: json.dump({"fingerprint": fingerprint, "cells": cells},
+                                                handle), suffix=".json")
 
 
 def dose_response(traces: Sequence[Trace],

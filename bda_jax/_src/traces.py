@@ -28,13 +28,13 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import TraceError
+from .io import atomic_write
 from .normalize import Normalizer, default_normalizer
 
 __all__ = [
@@ -570,25 +570,18 @@ def skipped_summary(traces: Iterable[Trace]) -> dict[str, int]:
 def write_traces(traces: Sequence[Trace], path) -> None:
     """Write traces as JSON Lines, atomically: a failure leaves no half-written file behind."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bda_tmp_", suffix=".jsonl", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for trace in traces:
-                try:
-                    line = json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False)
-                    line.encode("utf-8")
-                except UnicodeEncodeError:   # lone surrogates: keep them as JSON escapes
-                    line = json.dumps(trace.to_json(), ensure_ascii=True, allow_nan=False)
-                except (ValueError, TypeError) as err:
-                    raise TraceError(f"cannot write the trace as JSON: {err}", file=path,
-                                     task_id=getattr(trace, "task_id", None)) from None
-                handle.write(line)
-                handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    def write(handle):
+        for trace in traces:
+            try:
+                line = json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False)
+                line.encode("utf-8")
+            except UnicodeEncodeError:   # lone surrogates: keep them as JSON escapes
+                line = json.dumps(trace.to_json(), ensure_ascii=True, allow_nan=False)
+            except (ValueError, TypeError) as err:
+                raise TraceError(f"cannot write the trace as JSON: {err}", file=path,
+                                 task_id=getattr(trace, "task_id", None)) from None
+            handle.write(line)
+            handle.write("\n")
+
+    atomic_write(path, write, suffix=".jsonl")
