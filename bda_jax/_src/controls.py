@@ -315,7 +315,7 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
     if policies is None:
         sim = dict(n_questions=n_questions, reliabilities=list(reliabilities),
                    n_candidates=n_candidates, adversaries=_plain(adversaries),
-                   seeds_per_question=seeds_per_question, **simulate_options)
+                   seeds_per_question=seeds_per_question, **_json_options(simulate_options))
         policies = {p: simulate_council(seed, n_questions, reliabilities,
                                         n_candidates=n_candidates, adversaries=adversaries,
                                         seeds_per_question=seeds_per_question,
@@ -370,6 +370,12 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
     if sim is not None:
         params["adversary_target"] = {"A": "distractor", "B": "shift"}
     return ControlStudy("policy_shift", table, plot, params)
+
+
+def _json_options(options: Mapping) -> dict:
+    """Simulator options as JSON values (others, e.g. a ``Behavior``, by their repr)."""
+    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+            for k, v in options.items()}
 
 
 def _plain(adversaries):
@@ -468,8 +474,7 @@ def weak_seat_swap(seed: int = 0, n_questions: int = 600,
               "mediocre": mediocre, "adversary_rate": rates if len(rates) > 1 else rates[0],
               "folds": _folds_param(folds), "label_budget": label_budget,
               "seeds_per_question": seeds_per_question,
-              "simulate_options": {k: v for k, v in simulate_options.items()
-                                   if isinstance(v, (int, float, str, bool))}}
+              "simulate_options": _json_options(simulate_options)}
     return ControlStudy("weak_seat_swap", table, plot, params, {"seats": seats})
 
 
