@@ -30,6 +30,7 @@ level. Chance is 1/K_t averaged over the same tasks (so per-task K is handled).
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 import inspect
 from functools import partial
 from typing import NamedTuple
@@ -585,7 +586,7 @@ def fit_temperature(log_proba, gold, mask, weights=None, *, bounds=(0.01, 100.0)
     return float(np.exp((a + b) / 2.0))
 
 
-class _Recalibrated(_Aggregator):
+class _Recalibrated(_Aggregator, ABC):
     """Fit ``base`` on the training tasks; fit a recalibration map on its cross-fitted
     (out-of-fold) predictions: for each of ``n_folds`` folds of the training tasks (grouped by
     cluster, :func:`make_folds` on the training tasks alone), a copy of the unfitted base is fit
@@ -615,8 +616,9 @@ class _Recalibrated(_Aggregator):
         self._fit_map(oof, counts, np.where(folds >= 0, w, 0.0))
         return self
 
+    @abstractmethod
     def _fit_map(self, oof, counts, w):
-        raise NotImplementedError
+        """Fit the recalibration map on out-of-fold log-probabilities ``oof`` [T, K]."""
 
 
 def _top_label(key, log_proba, mask):
