@@ -188,18 +188,16 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
         table.append(row)
         s = correctness(proba[name], gold, gm, mask, key=key)
         scored[name] = (np.asarray(s.correct)[labeled],
-                        -np.asarray(brier_mc(proba[name], gold, gm, mask, reduce=False))[labeled])
+                        np.asarray(brier_mc(proba[name], gold, gm, mask, reduce=False))[labeled])
     clusters = np.asarray(counts.cluster)[labeled]
     bootstrap = {}
     for name in arms:
         if name == reference:
             continue
         acc = paired_bootstrap(key, scored[name][0], scored[reference][0], n_resamples, clusters)
-        neg_brier = paired_bootstrap(key, scored[name][1], scored[reference][1], n_resamples,
-                                     clusters)
-        b = neg_brier._asdict()
-        b.update(delta=-b["delta"], ci_low=-b["ci_high"], ci_high=-neg_brier.ci_low)
-        bootstrap[name] = {"accuracy": acc._asdict(), "brier_mc": b}
+        brier = paired_bootstrap(key, scored[name][1], scored[reference][1], n_resamples,
+                                 clusters, higher_is_better=False)
+        bootstrap[name] = {"accuracy": acc._asdict(), "brier_mc": brier._asdict()}
     return Evaluation(table, bootstrap, selected, outer, reference, label_budget, seed, proba)
 
 

@@ -32,6 +32,7 @@ from .errors import DataError
 
 __all__ = [
     "NLL_EPS", "BootstrapResult", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc",
+    "brier_mc_per_task",
     "brier_top", "correctness", "ece", "nll", "paired_bootstrap", "paired_bootstrap_stat",
     "reliability_bins", "summary",
 ]
@@ -284,6 +285,13 @@ def auroc(confidence, correct, weights=None) -> jax.Array:
 
 # --------------------------------------------------------------------------- probability-level
 
+def brier_mc_per_task(proba, gold, mask) -> jax.Array:
+    """[T] sum over valid slots of (p_g - 1{g = gold})^2; gold -1 (unlabeled, or not a
+    candidate) gives an all-zero one-hot. Finite everywhere, so weights can zero tasks out."""
+    onehot = jnp.arange(proba.shape[-1])[None, :] == gold[:, None]
+    return jnp.sum(jnp.where(mask, (proba - onehot) ** 2, 0.0), axis=-1)
+
+
 @partial(jax.jit, static_argnames=("reduce",))
 def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.Array:
     """Multiclass Brier score (Brier 1950): sum over valid slots of (p_g - 1{g = gold})^2.
@@ -300,8 +308,7 @@ def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.A
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
-    onehot = (jnp.arange(proba.shape[-1])[None, :] == gold[:, None]) & ~gm[:, None]
-    per = jnp.sum(jnp.where(mask, (proba - onehot) ** 2, 0.0), axis=-1)
+    per = brier_mc_per_task(proba, jnp.where(gm, -1, gold), mask)
     labeled = (gold >= 0) | gm
     if not reduce:
         return jnp.where(labeled, per, jnp.nan)

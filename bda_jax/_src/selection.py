@@ -19,8 +19,10 @@ from .errors import DataError
 from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from_reliability, reliability
 from .kernels import (DEFAULT_TABLE_SIZE, _onecoin_grid, confusion_log_posterior,
                       onecoin_log_posterior, table_size_for)
+from .metrics import brier_mc_per_task
 
-__all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS", "arm_log_posterior", "select_and_predict",
+__all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS",
+           "arm_log_posterior", "select_and_predict",
            "CVResult", "multiclass_brier"]
 
 _B = (0.52, 0.55, 0.58, 0.60)
@@ -112,11 +114,8 @@ def inner_folds(counts: Counts, outer: np.ndarray, n_inner: int = 5, seed: int =
 
 
 def multiclass_brier(log_post, gold, mask) -> jax.Array:
-    """[T] sum_g (p_g - 1{g = gold})^2 over valid candidates (a gold that is not a candidate:
-    the one-hot is all zero)."""
-    p = jnp.where(mask, jnp.exp(log_post), 0.0)
-    onehot = jax.nn.one_hot(gold, p.shape[-1]) * (gold >= 0)[:, None]
-    return jnp.sum((p - onehot) ** 2 * mask, axis=-1)
+    """[T] multiclass Brier of log-posteriors (:func:`bda_jax.metrics.brier_mc_per_task`)."""
+    return brier_mc_per_task(jnp.where(mask, jnp.exp(log_post), 0.0), gold, mask)
 
 
 def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Counts | None = None,
