@@ -10,7 +10,8 @@ to the coalition's answer when challenged; 0 = off).
 1. Label permutation (F.11, Table 17): clean, k = 1 and k = 2 (contagion 0.3) binary cells;
    plus a K = 3 k = 2 cell with the label-systematic ``"shift"`` policy, where the confusion
    model has label identity to lose.
-2. Round-0 truncation (F.5, Table 14): clean, and k = 1, 2 with contagion off and on.
+2. Round-0 truncation (F.5, Table 14): clean, and k = 1, 2 with contagion off and on, with
+   adversaries that never relent and that relent at the live rate (`adversary_relent` 0.2).
 3. Isotonic recalibration under attack (F.9, Table 15): clean and k = 2, 25-label budget.
 4. Wrong-answer policy shift (F.12, Table 18): K = 3 (the policies coincide at K = 2), k = 2,
    contagion 0.3, policy A = distractor (random wrong slot), B = shift (gold + 1 mod K).
@@ -19,7 +20,8 @@ to the coalition's answer when challenged; 0 = off).
 
 Run: ``python benchmarks/study_controls.py`` (about 6-8 minutes on 2 cores); writes
 benchmarks/results/study_controls.json and docs/results-controls.md. ``--seed S`` changes the
-simulation seed (default 0).
+simulation seed (default 0); ``--cache PATH`` keeps each finished study in an append-only JSON
+Lines file, so a run killed midway resumes without recomputing them.
 """
 from __future__ import annotations
 
@@ -35,14 +37,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 
-from bda_jax._src.controls import (label_permutation_control, policy_shift,  # noqa: E402
-                                   recalibration_under_attack, round0_truncation,
+import bda_jax  # noqa: E402
+from bda_jax._src.cache import CellCache, fingerprint  # noqa: E402
+from bda_jax._src.controls import (ControlStudy, label_permutation_control,  # noqa: E402
+                                   policy_shift, recalibration_under_attack, round0_truncation,
                                    weak_seat_swap)
-from bda_jax.simulate import simulate_council  # noqa: E402
+from bda_jax.simulate import Behavior, simulate_council  # noqa: E402
 
 R = [0.74, 0.68, 0.68]
 N_QUESTIONS, SEEDS_PER_Q = 1500, 3
 COMPLIANCE, CONTAGION = 0.9, 0.3
+RELENT = 0.2        # adversary_relent matching the live full-trace r_i (Appendix G.1)
 ARMS = ("bda-per-agent", "bda-confusion", "stacking")
 ADV = {"clean": None, "k=1": {0: COMPLIANCE}, "k=2": {0: COMPLIANCE, 1: COMPLIANCE}}
 
@@ -65,7 +70,7 @@ def md_table(header, rows):
         ["| " + " | ".join(map(str, r)) + " |" for r in rows]
 
 
-def main(seed: int = 0):
+def main(seed: int = 0, cache_path=None):
     t0 = time.time()
     out = {"schema_version": 1, "seed": seed, "regime": {
         "reliabilities": R, "n_questions": N_QUESTIONS, "seeds_per_question": SEEDS_PER_Q,
@@ -73,16 +78,27 @@ def main(seed: int = 0):
         "platform": {"python": platform.python_version(), "jax": jax.__version__,
                      "backend": jax.default_backend(), "cpus": os.cpu_count()}}
     md, timings = [], {}
+    cache = None if cache_path is None else CellCache(cache_path, fingerprint(
+        "study_controls", seed, R, N_QUESTIONS, SEEDS_PER_Q, COMPLIANCE, CONTAGION, RELENT, ARMS,
+        bda_jax.__version__))
+
+    def run(key, compute):
+        """Compute one study, or read it back from the cache of an interrupted run."""
+        if cache is None:
+            return compute()
+        return ControlStudy.from_json(cache.get_or_compute(key, lambda: compute().to_json()))
 
     # ------------------------------------------------------------------ 1. label permutation
     t = time.time()
     perm = {}
     for cell in ("clean", "k=1", "k=2"):
-        perm[cell] = label_permutation_control(council(seed, cell, CONTAGION if cell != "clean"
-                                                       else 0.0), ARMS, seed=seed)
-    k3 = simulate_council(seed, N_QUESTIONS, R, seeds_per_question=SEEDS_PER_Q, n_candidates=3,
-                          adversaries=ADV["k=2"], contagion=CONTAGION, adversary_target="shift")
-    perm["K=3 k=2 shift"] = label_permutation_control(k3, ARMS, seed=seed)
+        perm[cell] = run(f"label_permutation/{cell}", lambda: label_permutation_control(
+            council(seed, cell, CONTAGION if cell != "clean" else 0.0), ARMS, seed=seed))
+    perm["K=3 k=2 shift"] = run("label_permutation/K=3 k=2 shift", lambda: (
+        label_permutation_control(simulate_council(
+            seed, N_QUESTIONS, R, seeds_per_question=SEEDS_PER_Q, n_candidates=3,
+            adversaries=ADV["k=2"], contagion=CONTAGION, adversary_target="shift"),
+            ARMS, seed=seed)))
     timings["label_permutation"] = time.time() - t
     out["label_permutation"] = {c: s.to_json() for c, s in perm.items()}
     rows = []
@@ -100,11 +116,15 @@ def main(seed: int = 0):
 
     # ------------------------------------------------------------------ 2. round-0 truncation
     t = time.time()
-    trunc = {"clean": round0_truncation(council(seed, "clean"), ARMS, seed=seed)}
-    for cell in ("k=1", "k=2"):
-        for c in (0.0, CONTAGION):
-            trunc[f"{cell} contagion {c:g}"] = round0_truncation(council(seed, cell, c), ARMS,
-                                                                 seed=seed)
+    trunc = {"clean": run("round0/clean", lambda: round0_truncation(
+        council(seed, "clean"), ARMS, seed=seed))}
+    for relent in (0.0, RELENT):
+        for cell in ("k=1", "k=2"):
+            for c in (0.0, CONTAGION):
+                name = f"{cell} contagion {c:g} relent {relent:g}"
+                trunc[name] = run(f"round0/{name}", lambda: round0_truncation(
+                    council(seed, cell, c, behavior=Behavior(adversary_relent=relent)), ARMS,
+                    seed=seed))
     timings["round0_truncation"] = time.time() - t
     out["round0_truncation"] = {c: s.to_json() for c, s in trunc.items()}
     rows = []
@@ -117,7 +137,10 @@ def main(seed: int = 0):
     md += ["## Round-0 truncation vs full traces (F.5, Table 14)", "",
            "Every arm refit leak-free on each basis (`tally(max_round=0)` vs all rounds), same "
            "outer folds. Δ = full − round 0 (negative: the rounds cost accuracy). Majority reads "
-           "round-0 votes on both bases.", "",
+           "round-0 votes on both bases. `relent`: per later move, the probability that a "
+           "complying adversary abandons the attack (`Behavior(adversary_relent=...)`); "
+           f"{RELENT:g} matches the live adversaries' full-trace r_i (Appendix G.1: 0.21 / 0.29), "
+           "0 keeps them wrong in every round.", "",
            *md_table(["cell", "arm", "round 0", "full", "Δ"], rows), "",
            "Move-level reliability r_i of each seat (all labeled tasks) on each basis — the "
            "footprint of persuasion and contagion in the rounds:", "",
@@ -125,9 +148,9 @@ def main(seed: int = 0):
 
     # ------------------------------------------------------------------ 3. recalibration
     t = time.time()
-    recal = recalibration_under_attack(
+    recal = run("recalibration", lambda: recalibration_under_attack(
         {"clean": council(seed, "clean"), "k=2": council(seed, "k=2", CONTAGION)},
-        ("majority",) + ARMS, label_budget=25, seed=seed)
+        ("majority",) + ARMS, label_budget=25, seed=seed))
     timings["recalibration"] = time.time() - t
     out["recalibration_under_attack"] = recal.to_json()
     rows = [[r["council"], r["arm"], f3(r["accuracy"]), f3(r["accuracy_iso"]),
@@ -143,9 +166,9 @@ def main(seed: int = 0):
 
     # ------------------------------------------------------------------ 4. policy shift
     t = time.time()
-    shift = policy_shift(seed=seed, n_questions=N_QUESTIONS, reliabilities=R, n_candidates=3,
-                         adversaries=ADV["k=2"], seeds_per_question=SEEDS_PER_Q,
-                         contagion=CONTAGION, arms=ARMS)
+    shift = run("policy_shift", lambda: policy_shift(
+        seed=seed, n_questions=N_QUESTIONS, reliabilities=R, n_candidates=3,
+        adversaries=ADV["k=2"], seeds_per_question=SEEDS_PER_Q, contagion=CONTAGION, arms=ARMS))
     timings["policy_shift"] = time.time() - t
     out["policy_shift"] = shift.to_json()
     pairs = ["A->A", "B->B", "A->B", "B->A"]
@@ -160,9 +183,9 @@ def main(seed: int = 0):
 
     # ------------------------------------------------------------------ 5. weak seat
     t = time.time()
-    weak = weak_seat_swap(seed, N_QUESTIONS, R, seat=2, mediocre=0.52,
-                          adversary_rate=(0.25, 0.5), seeds_per_question=SEEDS_PER_Q,
-                          arms=("majority",) + ARMS)
+    weak = run("weak_seat_swap", lambda: weak_seat_swap(
+        seed, N_QUESTIONS, R, seat=2, mediocre=0.52, adversary_rate=(0.25, 0.5),
+        seeds_per_question=SEEDS_PER_Q, arms=("majority",) + ARMS))
     timings["weak_seat_swap"] = time.time() - t
     out["weak_seat_swap"] = weak.to_json()
     rows = [[r["council"], r["arm"], f3(r["accuracy"]), s3(r["delta_accuracy"]), f3(r["ece_ew"])]
@@ -216,25 +239,26 @@ def main(seed: int = 0):
 
 def notes(trunc, recal):
     """Reading the results where the simulator departs from the paper (numbers from this run)."""
-    k1 = trunc[f"k=1 contagion {CONTAGION:g}"]
-    k2 = trunc[f"k=2 contagion {CONTAGION:g}"]
+    key = lambda k, relent: f"k={k} contagion {CONTAGION:g} relent {relent:g}"
+    k1, k2, k2_live = trunc[key(1, 0)], trunc[key(2, 0)], trunc[key(2, RELENT)]
     r = lambda s, i, b: s.tables["seats"][i][f"reliability_{b}"]
+    d = lambda s, arm="bda-per-agent": s.row(arm=arm)["delta_accuracy"]
     maj = recal.row(council="k=2", arm="majority")
     return [
-        "**Round 0 at k = 2.** The paper finds round 0 more accurate in 11 of 12 live cells "
-        "(binary k = 2 one-coin 0.933 vs 0.736). The simulator reproduces it for the one-coin at "
-        f"k = 1 (Δ {k1.row(arm='bda-per-agent')['delta_accuracy']:+.3f}; the genuine seats' "
-        f"r_i falls from {r(k1, 1, 'round0'):.2f} in round 0 to {r(k1, 1, 'full'):.2f} on the "
-        "full trace) but not at k = 2, where the full trace is slightly more accurate "
-        f"(Δ {k2.row(arm='bda-per-agent')['delta_accuracy']:+.3f}). Mechanism: the simulated "
-        "adversaries stay reliably wrong over all rounds (full-trace r_i "
-        f"{r(k2, 0, 'full'):.2f} / {r(k2, 1, 'full'):.2f}; the live ones fitted 0.21 / 0.29, "
-        "Appendix G.1), so their later moves add inverted evidence that outweighs the one "
-        f"genuine seat's contagion (r_i {r(k2, 2, 'round0'):.2f} → {r(k2, 2, 'full'):.2f}). "
-        "In exploratory runs (1,000 questions × 1 seed, 3 simulation seeds) round 0 won at "
-        "k = 2 only with contagion 0.5 and compliance 0.6 (mean Δ −0.058, not on every seed); "
-        "at compliance 0.75–0.9 the full trace tied or won. The confusion model and the stacker, whose absolute rows / weights "
-        "already invert the adversary, tie on the two bases at k = 1.",
+        "**Round 0 and relenting adversaries.** The paper finds round 0 more accurate in 11 of "
+        "12 live cells (binary k = 2 one-coin 0.933 vs 0.736). With adversaries that never "
+        f"relent the simulator reproduces it at k = 1 (one-coin Δ {d(k1):+.3f}; the genuine "
+        f"seats' r_i falls from {r(k1, 1, 'round0'):.2f} to {r(k1, 1, 'full'):.2f}) but not at "
+        f"k = 2 (Δ {d(k2):+.3f}): adversaries wrong in every round (full-trace r_i "
+        f"{r(k2, 0, 'full'):.2f} / {r(k2, 1, 'full'):.2f}) add inverted evidence that outweighs "
+        f"the one genuine seat's contagion (r_i {r(k2, 2, 'round0'):.2f} → "
+        f"{r(k2, 2, 'full'):.2f}). The live adversaries were not like that: their full-trace "
+        "r_i was 0.21 / 0.29 (Appendix G.1). With relent "
+        f"{RELENT:g} the simulated ones fit {r(k2_live, 0, 'full'):.2f} / "
+        f"{r(k2_live, 1, 'full'):.2f}, and round 0 wins in every attacked cell and arm "
+        f"(k = 2 one-coin {k2_live.row(arm='bda-per-agent')['accuracy_round0']:.3f} vs "
+        f"{k2_live.row(arm='bda-per-agent')['accuracy_full']:.3f}). The Done-when checks read "
+        "the relenting cells.",
         "",
         "**Recalibrated majority under attack.** Isotonic recalibration floors the top-label "
         "confidence where it would tie the runner-up (docs/evaluation.md), so at K = 2 a "
@@ -267,10 +291,11 @@ def done_when(perm, trunc, shift, weak):
                              f"expected-accuracy Δ one-coin "
                              f"{k3.row(arm='bda-per-agent')['delta_expected_accuracy']:+.3f}, "
                              f"stacking {k3.row(arm='stacking')['delta_expected_accuracy']:+.3f}"})
-    cells = [c for c in trunc if c.endswith(f"contagion {CONTAGION:g}")]
+    cells = [c for c in trunc if c.endswith(f"contagion {CONTAGION:g} relent {RELENT:g}")]
     per_cell = {c: trunc[c].row(arm="bda-per-agent")["delta_accuracy"] for c in cells}
     checks.append({"check": "with contagion on, round-0 truncation is more accurate under "
-                            "attack than the full trace (one-coin, every attacked cell)",
+                            "attack than the full trace (one-coin, every attacked cell, relenting "
+                            "adversaries)",
                    "holds": all(d < 0 for d in per_cell.values()),
                    "detail": "; ".join(f"{c}: Δ(full−r0) {d:+.3f}" for c, d in per_cell.items())})
     all_pairs = [(c, a, trunc[c].row(arm=a)["delta_accuracy"]) for c in cells for a in ARMS]
@@ -278,7 +303,8 @@ def done_when(perm, trunc, shift, weak):
     checks.append({"check": "round 0 more accurate, contagion-on cells × arms (paper: 11 of 12)",
                    "holds": n_r0 == len(all_pairs),
                    "detail": f"{n_r0} of {len(all_pairs)}: "
-                             + ", ".join(f"{c.split()[0]}/{a} {d:+.3f}" for c, a, d in all_pairs)})
+                             + ", ".join(f"{c.split()[0]}/{a} {d:+.3f}"
+                                         for c, a, d in all_pairs)})
     c = shift.plot["bda-confusion"]
     checks.append({"check": "policy shift: within-policy controls beat shifts for the confusion",
                    "holds": c["A->A"] > c["B->A"] and c["B->B"] > c["A->B"],
@@ -299,4 +325,7 @@ def done_when(perm, trunc, shift, weak):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    main(ap.parse_args().seed)
+    ap.add_argument("--cache", default=None,
+                    help="JSON Lines file of finished studies (an interrupted run resumes)")
+    args = ap.parse_args()
+    main(args.seed, args.cache)

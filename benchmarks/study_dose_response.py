@@ -10,7 +10,7 @@ labeled (the calibration folds see the corruption). Then the issue's thresholds 
 
 Run: ``python benchmarks/study_dose_response.py [--cache PATH]`` (about a minute on 2 cores);
 writes benchmarks/results/study_dose_response.json and docs/results-adversarial-dose.md.
-``--cache`` makes an interrupted run resumable (finished cells are kept in that JSON file).
+``--cache`` makes an interrupted run resumable (finished cells are kept in that JSON Lines file).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def block(piv, metric_name, paper=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cache", default=None, help="JSON file of finished cells (resumable run)")
+    ap.add_argument("--cache", default=None, help="JSON Lines file of finished cells (an interrupted run resumes)")
     args = ap.parse_args()
     t0 = time.time()
     traces = simulate_council(0, 1500, [0.74, 0.68, 0.68], seeds_per_question=3)

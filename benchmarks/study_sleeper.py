@@ -8,11 +8,13 @@ f grid {0, .1, ..., 1} x 3 study seeds x arms (majority, BDA per-agent, BDA conf
 stacker and the gated vote of Figure 7), then a compliance sensitivity (0.7 and the always-wrong
 1.0) on seed 0. Records whether the issue's Done-when bullet for the sleeper holds.
 
-Run: ``python benchmarks/study_sleeper.py`` (about a minute on 2 cores); writes
-benchmarks/results/study_sleeper.json and docs/results-sleeper.md.
+Run: ``python benchmarks/study_sleeper.py [--cache PATH]`` (about a minute on 2 cores); writes
+benchmarks/results/study_sleeper.json and docs/results-sleeper.md. ``--cache`` keeps each
+finished study seed in an append-only JSON Lines file, so a killed run resumes.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -23,7 +25,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bda_jax._src.drift import F_GRID, sleeper_study  # noqa: E402
+import bda_jax  # noqa: E402
+from bda_jax._src.cache import CellCache, fingerprint  # noqa: E402
+from bda_jax._src.drift import F_GRID, SleeperStudy, sleeper_study  # noqa: E402
 
 SEEDS = (0, 1, 2)
 ARMS = ("majority", "bda-per-agent", "bda-confusion", "stacking", "gated-vote")
@@ -90,17 +94,26 @@ def fmt(x):
     return "—" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.3f}"
 
 
-def main():
+def main(cache_path=None):
     t0 = time.time()
+    cache = None if cache_path is None else CellCache(cache_path, fingerprint(
+        "study_sleeper", SEEDS, F_GRID, ARMS, bda_jax.__version__))
+
+    def run(key, **kwargs):
+        """One sleeper study, or its result read back from the cache of an interrupted run."""
+        compute = lambda: sleeper_study(f_grid=F_GRID, n_questions=1500, **kwargs)
+        if cache is None:
+            return compute()
+        return SleeperStudy.from_json(cache.get_or_compute(key, lambda: compute().to_json()))
+
     runs = {}
     for seed in SEEDS:
-        runs[seed] = sleeper_study(seed=seed, f_grid=F_GRID, n_questions=1500, arms=ARMS)
+        runs[seed] = run(f"seed={seed}", seed=seed, arms=ARMS)
     per_seed = [curves(runs[s]) for s in SEEDS]
     checks, shapes = done_when(per_seed, F_GRID)
     sens = {}
     for compliance in (0.7, 1.0):
-        st = sleeper_study(seed=0, f_grid=F_GRID, n_questions=1500, arms=ARMS[:3],
-                           compliance=compliance)
+        st = run(f"compliance={compliance}", seed=0, arms=ARMS[:3], compliance=compliance)
         sens[str(compliance)] = st.to_json()
         c = curves(st)
         sens[str(compliance)]["done_when"] = done_when([c], F_GRID)[0]
@@ -198,4 +211,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", default=None,
+                    help="JSON Lines file of finished studies (an interrupted run resumes)")
+    main(ap.parse_args().cache)

@@ -209,7 +209,7 @@ def test_errors(binary):
 
 @pytest.fixture(scope="module")
 def study(binary, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("dose") / "cells.json"
+    cache = tmp_path_factory.mktemp("dose") / "cells.jsonl"
     dr = dose_response(binary, p_grid=(0, 0.5, 1), seed=0, cache=str(cache))
     return dr, cache
 
@@ -251,5 +251,5 @@ def test_dose_response_resumes_from_cache(binary, study):
     again = dose_response(binary, p_grid=(0, 0.5, 1), seed=0, cache=str(cache),
                           progress=lambda *a: calls.append(a))
     assert calls == [] and again.rows == dr.rows
-    with pytest.raises(bda.DataError):
+    with pytest.raises(bda.ArtifactError):              # another study's cache is refused
         dose_response(binary, p_grid=(0, 0.5), seed=1, cache=str(cache))

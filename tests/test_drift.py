@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.drift import (F_GRID, DriftReport, RowDriftMonitor, noise_floor, row_drift,
-                                sleeper_study)
+from bda_jax._src.drift import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
+                                row_drift, sleeper_study)
 from bda_jax import DataError
 from bda_jax.simulate import simulate_council
 
@@ -137,7 +137,11 @@ def test_sleeper_table_is_tidy(sleeper):
         assert {"f", "arm", "accuracy", "ece_ew", "drift_ratio"} <= set(r)
     n = sleeper.config["n_tasks"]
     assert n["reference"] == n["calibration"] == n["deployment"] == 1500
-    json.dumps(sleeper.to_json())
+    back = SleeperStudy.from_json(json.loads(json.dumps(sleeper.to_json(), allow_nan=False)))
+    assert back.to_json() == sleeper.to_json()          # what a resumed study script reads
+    np.testing.assert_array_equal(back.curve("bda-per-agent"), sleeper.curve("bda-per-agent"))
+    with pytest.raises(bda.ArtifactError):
+        SleeperStudy.from_json({"table": []})
     assert F_GRID == (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 

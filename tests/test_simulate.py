@@ -259,6 +259,38 @@ def test_adversaries():
         assert t.moves[2].answer == shift == t.extra["sim"]["coalition"]
 
 
+def test_relenting_adversaries():
+    """``adversary_relent``: 0 reproduces the default stream bit for bit; 1 makes every complying
+    adversary move to gold at its first later move (a concede to a gold holder, or a proposal
+    of gold when nobody holds it) and stay there; intermediate rates raise the adversaries'
+    full-trace accuracy toward the live council's (Appendix G.1: 0.21 / 0.29) while round 0 and
+    the compliance metadata are unchanged."""
+    kw = dict(adversaries={0: 0.9, 1: 0.9}, contagion=0.3)
+    assert simulate_council(33, 50, PAPER, **kw) == \
+        simulate_council(33, 50, PAPER, behavior=Behavior(adversary_relent=0.0), **kw)
+    always = simulate_council(33, 300, PAPER, behavior=Behavior(adversary_relent=1.0), **kw)
+    never = simulate_council(33, 300, PAPER, **kw)
+    for t, n in zip(always, never):
+        assert t.extra == n.extra and t.moves[:3] == n.moves[:3]     # round 0, compliance
+        events = stances(t)[1]
+        for agent in t.extra["sim"]["active"]:
+            first = next(m for m in t.moves if m.agent == agent and m.round == 1)
+            assert first.force in ("concede", "propose")
+            after = [a for m, _, a, _ in events if m.agent == agent and m.round >= 1]
+            assert after[0] == t.gold
+    tally = bda.tally(always)              # every move is admissible
+    assert tally.shape == (300, 3, 2)
+
+    def full_accuracy(traces, agent):
+        ok = [after == t.gold for t in traces for m, _, after, _ in stances(t)[1]
+              if m.agent == agent and agent in t.extra["sim"]["active"]]
+        return np.mean(ok)
+    some = simulate_council(33, 600, PAPER, behavior=Behavior(adversary_relent=0.2), **kw)
+    base = simulate_council(33, 600, PAPER, **kw)
+    assert full_accuracy(base, "A1") < 0.02
+    assert 0.1 < full_accuracy(some, "A1") < 0.4
+
+
 def test_one_round_and_many_seats():
     traces = simulate_council(31, 10, [0.6] * 7, n_rounds=1, n_candidates=3)
     assert all(len(t.moves) == 7 and {m.force for m in t.moves} == {"propose"} for t in traces)
@@ -281,6 +313,7 @@ def test_one_round_and_many_seats():
     (dict(n_candidates=3, candidate_labels=["x", "y"]), "candidate_labels"),
     (dict(agent_names=["a", "a", "b"]), "agent_names"),
     (dict(difficulty_sd=-1.0), "difficulty_sd"),
+    (dict(behavior=Behavior(adversary_relent=1.2)), "behavior.adversary_relent"),
 ])
 def test_bad_options(kwargs, field):
     args = dict(seed=0, n_questions=3, reliabilities=PAPER)

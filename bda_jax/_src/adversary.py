@@ -49,7 +49,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -57,7 +56,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import DataError
-from .io import atomic_write
+from .cache import CellCache
 from .normalize import Normalizer, default_normalizer
 from .traces import Move, Trace, resolve_trace
 
@@ -433,23 +432,6 @@ def _fingerprint(traces, arms, folds, seed, label_budget, target) -> str:
     return h.hexdigest()
 
 
-def _load_cache(path, fingerprint) -> dict:
-    if path is None or not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
-    if data.get("fingerprint") != fingerprint:
-        raise DataError(f"the cache {os.fspath(path)!r} belongs to another study (traces, arms, "
-                        "folds, seed or target differ); delete it or pass another path",
-                        field="cache")
-    return data.get("cells", {})
-
-
-def _save_cache(path, fingerprint, cells) -> None:
-    atomic_write(path, lambda handle: json.dump({"fingerprint": fingerprint, "cells": cells},
-                                                handle), suffix=".json")
-
-
 def dose_response(traces: Sequence[Trace],
                   arms: Sequence[str] = ("majority", "bda-per-agent", "bda-confusion"),
                   p_grid: Sequence[float] = DEFAULT_P_GRID,
@@ -466,8 +448,9 @@ def dose_response(traces: Sequence[Trace],
     clean traces with ``seed``, or explicit fold ids) and the same agent order. p_wrong = 0 is the
     clean council, evaluated once and shared by the regimes.
 
-    ``cache``: optional path of a JSON file holding finished cells; an interrupted grid resumes
-    from it (a cache of another study is refused). ``progress``: optional callable receiving
+    ``cache``: optional path of a :class:`~bda_jax._src.cache.CellCache` (append-only JSON
+    Lines) holding finished cells; an interrupted grid — even one killed by SIGKILL — resumes
+    from it (a cache of another study is refused with :class:`ArtifactError`). ``progress``: optional callable receiving
     ``(regime, p_wrong, seconds)`` after each computed cell.
     """
     # deferred: evaluation imports jax-heavy modules
@@ -491,7 +474,7 @@ def dose_response(traces: Sequence[Trace],
     agents = clean.agents
     fold_ids = make_folds(clean, folds, seed) if isinstance(folds, int) else np.asarray(folds)
     fp = _fingerprint(traces, arms, fold_ids, seed, label_budget, target)
-    cells = _load_cache(cache, fp)
+    cells = {} if cache is None else CellCache(cache, fp)
 
     rows = []
     for mode, k in regimes:
@@ -505,11 +488,13 @@ def dose_response(traces: Sequence[Trace],
                 ev = evaluate(bad, list(arms), folds=fold_ids, label_budget=label_budget,
                               seed=seed, n_resamples=n_resamples, agents=agents)
                 summ = corruption_summary(bad) if key != "clean" else {"redirect_rate": 0.0}
-                cells[key] = {"table": [{c: r[c] for c in ("arm",) + _METRICS}
-                                        for r in ev.table if r["arm"] in arms],
-                              "redirect_rate": summ["redirect_rate"]}
-                if cache is not None:
-                    _save_cache(cache, fp, cells)
+                value = {"table": [{c: r[c] for c in ("arm",) + _METRICS}
+                                   for r in ev.table if r["arm"] in arms],
+                         "redirect_rate": summ["redirect_rate"]}
+                if cache is None:
+                    cells[key] = value
+                else:
+                    cells.put(key, value)           # appended and flushed: resumable
                 if progress is not None:
                     progress(regime, p, time.perf_counter() - t0)
             cell = cells[key]

@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from .counts import Counts, tally
-from .errors import DataError
+from .errors import ArtifactError, DataError
 from .evaluation import _fold_weights, evaluate, make_arm
 from .fitting import fit_confusion, prior_from_reliability, reliability
 from .metrics import summary
@@ -65,6 +65,14 @@ class ControlStudy:
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "study": self.study, "params": self.params,
                 "table": self.table, "tables": self.tables, "plot": self.plot}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ControlStudy":
+        """Inverse of :meth:`to_json` (refuses another schema version)."""
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            raise ArtifactError(f"not a control study of schema version {SCHEMA_VERSION}",
+                                field="schema_version")
+        return cls(data["study"], data["table"], data["plot"], data["params"], data["tables"])
 
     def row(self, **match) -> dict:
         """The one row of ``table`` whose fields equal ``match`` (KeyError if none or several)."""

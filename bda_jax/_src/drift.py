@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .counts import Counts, tally
-from .errors import DataError
+from .errors import ArtifactError, DataError
 from .fitting import fit_confusion, labeled_weights
 
 __all__ = ["row_drift", "noise_floor", "DriftReport", "RowDriftMonitor", "SleeperStudy",
@@ -322,9 +322,18 @@ class SleeperStudy:
                 "monitor": [{**m, "drift_paired": [clean(x) for x in m["drift_paired"]]}
                             for m in self.monitor]}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "SleeperStudy":
+        """Inverse of :meth:`to_json` (non-finite numbers come back as ``None``)."""
+        if not isinstance(data, dict) or not {"config", "table", "monitor"} <= set(data):
+            raise ArtifactError("not a sleeper study: needs config, table and monitor",
+                                field="table")
+        return cls(data["table"], data["monitor"], data["config"])
+
     def curve(self, arm: str, column: str = "accuracy") -> np.ndarray:
-        """[len(f_grid)] ``column`` of ``arm`` along f."""
-        return np.array([r[column] for r in self.table if r["arm"] == arm], np.float64)
+        """[len(f_grid)] ``column`` of ``arm`` along f (``None`` read back as NaN)."""
+        return np.array([np.nan if r[column] is None else r[column]
+                         for r in self.table if r["arm"] == arm], np.float64)
 
 
 def sleeper_study(seed: int = 0, f_grid: Sequence[float] = F_GRID, n_questions: int = 1500,

@@ -61,6 +61,12 @@ class Behavior:
         latest move (an agreement concede) with this probability, else it re-proposes its answer.
       adversary_challenge: probability that an active adversary challenges a seat holding another
         answer (it picks a seat holding the gold answer first).
+      adversary_relent: per move in rounds >= 1, probability that an active adversary abandons the
+        attack for the rest of the task: it concedes to the latest move holding the gold answer
+        (or re-proposes gold when no other seat holds it) and deliberates honestly from then on,
+        with belief ``|belief|`` in gold. Live adversaries do this (seed 003 Appendix G.1: their
+        full-trace r_i is 0.21 / 0.29 against about 0.07 in round 0); 0 keeps every complying
+        adversary wrong in every round.
       overconfidence: stated confidence is ``sigmoid(belief + overconfidence + 0.5 * N(0, 1))``,
         clipped to ``[1/K, 0.99]`` and rounded to two decimals.
     """
@@ -73,6 +79,7 @@ class Behavior:
     challenge_impact: float = 0.3
     agree_rate: float = 0.5
     adversary_challenge: float = 0.7
+    adversary_relent: float = 0.0
     overconfidence: float = 1.0
 
 
@@ -230,6 +237,7 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
         raise DataError(f"adversary_target must be 'distractor' or 'shift', got "
                         f"{adversary_target!r}", field="adversary_target")
     bh = behavior
+    _prob(bh.adversary_relent, "behavior.adversary_relent")
     I, R, S, Q = r.size, int(n_rounds), int(seeds_per_question), int(n_questions)
     adv_rate = _adversary_rates(adversaries, I)
     k_lo, k_hi = _k_range(n_candidates)
@@ -265,7 +273,8 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
     qi = np.repeat(np.arange(Q), S)                             # trace -> question
     K, gold, distractor, coalition = Kq[qi], gold_q[qi], distractor_q[qi], coalition_q[qi]
     eta = eta_q[qi]                                             # [T, I]
-    active = rng.random((T, I)) < adv_rate[None, :]             # complying adversaries
+    complied = rng.random((T, I)) < adv_rate[None, :]           # complying adversaries
+    active = complied.copy()                                    # ... still attacking
     any_active = active.any(1)
 
     # ------------------------------------------------------------------ round 0
@@ -328,6 +337,13 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
             n_rival = cnt[ar, rival]
             has_rival = n_rival > 0
             adv = active[ar, s]
+            if bh.adversary_relent > 0.0:           # drawn only when on: old seeds unchanged
+                relent = adv & (rng.random(T) < bh.adversary_relent)
+                active[ar[relent], s[relent]] = False
+                any_active = active.any(1)
+                adv = adv & ~relent
+            else:
+                relent = np.zeros(T, bool)
 
             # honest seats: contagion, persuasion, then challenge / agree / re-propose
             n_coal = cnt[ar, coalition]
@@ -347,26 +363,30 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
             victim = opp_score.argmax(1)
             adv_ch = adv & opp.any(1) & (U[:, 3] < bh.adversary_challenge)
 
+            # a relenting adversary moves to gold: a concede, or a proposal if nobody holds gold
+            flip, new = flip | relent, np.where(relent, gold, new)
+            honest_ch = honest_ch & ~relent
+
             challenge = honest_ch | adv_ch
             agree = ~flip & ~challenge & (n_own > 0) & (U[:, 4] < bh.agree_rate)
             ch_seat = np.where(adv, victim, holder_move(rival, s)[1])
             ch_target = last[ar, ch_seat]
             new_ans = np.where(flip, new, my)
             c_target_move = holder_move(new_ans, s)[0]
+            concede = (flip | agree) & (c_target_move >= 0)
 
-            force[:, m] = np.where(challenge, _CHALLENGE,
-                                   np.where(flip | agree, _CONCEDE, _PROPOSE))
+            force[:, m] = np.where(challenge, _CHALLENGE, np.where(concede, _CONCEDE, _PROPOSE))
             seat_of[:, m] = s
-            target[:, m] = np.where(challenge, ch_target, np.where(flip | agree, c_target_move, -1))
-            answer[:, m] = np.where(force[:, m] == _PROPOSE, my, -1)
+            target[:, m] = np.where(challenge, ch_target, np.where(concede, c_target_move, -1))
+            answer[:, m] = np.where(force[:, m] == _PROPOSE, new_ans, -1)
             np.add.at(pending, (ar[challenge], ch_seat[challenge]), 1.0)
-            belief[ar, s] = np.where(flip, -b, b)
+            belief[ar, s] = np.where(relent, np.abs(b), np.where(flip, -b, b))
             stance[ar, s] = new_ans
             last[ar, s] = np.where(challenge, last[ar, s], m)
             conf[:, m] = stated(belief[ar, s], m)
 
     conf = np.round(np.clip(conf, 1.0 / K[:, None], 0.99), 2)
-    return _build(Q, S, R, I, K, gold, distractor, coalition, difficulty_sd * z, active,
+    return _build(Q, S, R, I, K, gold, distractor, coalition, difficulty_sd * z, complied,
                   force, seat_of, answer, target, conf, labels, names, metadata)
 
 
