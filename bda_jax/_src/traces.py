@@ -294,6 +294,13 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
             skipped.append(SkippedMove(move_id, err.code, err.reason, err.field))
     extra = {k: v for k, v in raw.items() if k not in _TASK_KEYS}
     trace = Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
+    return _mark_field_checked(trace)
+
+
+def _mark_field_checked(trace: Trace) -> Trace:
+    """Record that ``trace``'s field types were checked (by :func:`parse_trace`, or by an
+    importer that built it from typed columns), so :func:`resolve_trace` runs the protocol
+    automaton without re-parsing it. Returns the trace."""
     trace.__dict__["_parsed"] = True
     return trace
 
