@@ -1,11 +1,13 @@
-"""Atomic file writes: a failure leaves neither a half-written target nor a temporary file."""
+"""File helpers: atomic writes (a failure leaves neither a half-written target nor a temporary
+file) and one JSON Lines reader whose errors name the file and line."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from typing import Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "read_json_lines"]
 
 
 def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp") -> None:
@@ -23,3 +25,46 @@ def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp") ->
         except OSError:
             pass
         raise
+
+
+def _numbered_lines(handle):
+    """(line number, bytes) over a binary file; \\n, \\r\\n and a bare \\r all end a line."""
+    lineno = 0
+    for raw in handle:
+        body = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+        for piece in body.split(b"\r"):
+            lineno += 1
+            yield lineno, piece
+
+
+def read_json_lines(path, error: type, what: str = "file") -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, value)`` for each non-blank line of a JSON Lines file.
+
+    Lines end at ``\\n``, ``\\r\\n`` or a bare ``\\r``. A file that cannot be opened, bytes that
+    are not UTF-8 and text that is not JSON raise ``error`` (a :class:`~bda_jax.BdaError`
+    subclass) naming the file and the 1-based line.
+    """
+    path = os.fspath(path)
+    try:
+        handle = open(path, "rb")
+    except OSError as err:
+        raise error(f"cannot open {what}: {err.strerror}", file=path) from None
+    with handle:
+        for lineno, data in _numbered_lines(handle):
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise error(f"not valid UTF-8 (byte {err.start + 1})", file=path,
+                            line=lineno) from None
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise error(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
+                            line=lineno) from None
+            except RecursionError:
+                raise error("invalid JSON: nested too deeply", file=path, line=lineno) from None
+            except ValueError as err:        # e.g. integers beyond Python's digit limit
+                raise error(f"invalid JSON: {err}", file=path, line=lineno) from None
+            yield lineno, value

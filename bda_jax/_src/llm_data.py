@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .errors import DataError
+from .io import read_json_lines
 from .normalize import default_normalizer
 from .traces import Move, Trace
 
@@ -876,29 +877,12 @@ def _idx(value, where) -> int:
 
 
 def _jsonl_records(path: Path):
-    """(line number, object) for each non-blank line; DataError on bad JSON."""
-    try:
-        handle = path.open("rb")
-    except OSError as err:
-        raise DataError(f"cannot open the file: {err.strerror}", file=path) from None
-    with handle:
-        for lineno, data in enumerate(handle, 1):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(f"not valid UTF-8 (byte {err.start + 1})", file=path,
-                                line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
-                                line=lineno) from None
-            if not isinstance(obj, dict):
-                raise DataError(f"a record must be a JSON object, got {type(obj).__name__}",
-                                file=path, line=lineno)
-            yield lineno, obj
+    """(line number, object) for each non-blank line; DataError on bad JSON or a non-object."""
+    for lineno, obj in read_json_lines(path, DataError):
+        if not isinstance(obj, dict):
+            raise DataError(f"a record must be a JSON object, got {type(obj).__name__}",
+                            file=path, line=lineno)
+        yield lineno, obj
 
 
 def _flag_observations(path: Path):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import TraceError
-from .io import atomic_write
+from .io import atomic_write, read_json_lines
 from .normalize import Normalizer, default_normalizer
 
 __all__ = [
@@ -512,41 +512,19 @@ def read_traces(path, *, lenient: bool = False,
     path = os.fspath(path)
     traces: list[Trace] = []
     first_line: dict[str, int] = {}
-    try:
-        handle = open(path, "rb")
-    except OSError as err:
-        raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
-    with handle:
-        for lineno, data in _numbered_lines(handle):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise TraceError(f"not valid UTF-8 (byte {err.start + 1})", file=path,
-                                 line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise TraceError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
-                                 line=lineno) from None
-            except RecursionError:
-                raise TraceError("invalid JSON: nested too deeply", file=path,
-                                 line=lineno) from None
-            except ValueError as err:        # e.g. integers beyond Python's digit limit
-                raise TraceError(f"invalid JSON: {err}", file=path, line=lineno) from None
-            trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
-            if trace.task_id in first_line:
-                raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
-                                 file=path, line=lineno, task_id=trace.task_id, field="task_id")
-            first_line[trace.task_id] = lineno
-            resolved = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
-            if len(resolved.skipped) != len(trace.skipped):
-                trace = dataclasses.replace(trace, moves=resolved.admissible,
-                                            skipped=resolved.skipped)
-                trace.__dict__.update(_parsed=True,
-                                      _resolved_cache={(normalizer, lenient): resolved})
-            traces.append(trace)
+    for lineno, raw in read_json_lines(path, TraceError, "trace file"):
+        trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
+        if trace.task_id in first_line:
+            raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
+                             file=path, line=lineno, task_id=trace.task_id, field="task_id")
+        first_line[trace.task_id] = lineno
+        resolved = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
+        if len(resolved.skipped) != len(trace.skipped):
+            trace = dataclasses.replace(trace, moves=resolved.admissible,
+                                        skipped=resolved.skipped)
+            _mark_field_checked(trace).__dict__["_resolved_cache"] = {
+                (normalizer, lenient): resolved}
+        traces.append(trace)
     if not traces:
         raise TraceError("the file holds no task", file=path)
     if lenient:
@@ -557,16 +535,6 @@ def read_traces(path, *, lenient: bool = False,
             warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
                           stacklevel=2)
     return traces
-
-
-def _numbered_lines(handle):
-    """(line number, bytes) over a binary file; \\n, \\r\\n and a bare \\r all end a line."""
-    lineno = 0
-    for raw in handle:
-        body = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
-        for piece in body.split(b"\r"):
-            lineno += 1
-            yield lineno, piece
 
 
 def skipped_summary(traces: Iterable[Trace]) -> dict[str, int]:
