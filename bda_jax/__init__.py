@@ -1,10 +1,12 @@
 """bda_jax: calibrated probabilities from multi-agent deliberation records (JAX + NumPyro).
 
 One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
-Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.metrics``, ``bda_jax.simulate``.
+Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.crowd`` (crowd-kit's surface),
+``bda_jax.datasets`` (importers), ``bda_jax.metrics``, ``bda_jax.simulate``,
+``bda_jax.adversarial``.
 """
 from ._src.abstention import RiskCoverage, risk_coverage, selective_decision
-from ._src.counts import Counts, CountsInfo, tally
+from ._src.counts import Counts, CountsInfo, PairCounts, tally
 from ._src.decisions import Decision, decide, majority
 from ._src.errors import ArtifactError, BdaError, DataError, TraceError
 from ._src.evaluation import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
@@ -25,6 +27,7 @@ __all__ = [
     "inner_folds", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
     "uniform_error_confusion",
     "ArtifactError", "BdaError", "Counts", "CountsInfo", "DataError", "Decision", "FORCES", "Move",
+    "PairCounts",
     "ResolvedTrace", "SkippedMove", "Trace", "TraceError", "confusion_log_posterior", "decide",
     "default_normalizer", "identity_normalizer", "majority", "onecoin_log_posterior",
     "parse_trace", "read_traces", "resolve_trace", "skipped_summary", "tally", "write_traces",

@@ -5,8 +5,8 @@ import pytest
 from scipy.special import logsumexp
 
 import bda_jax as bda
-from bda_jax._src.dawid_skene import (DawidSkene, dawid_skene_em, dawid_skene_trace,
-                                      ds_init_posterior, spectral_skills)
+from bda_jax._src.dawid_skene import (DawidSkene, dawid_skene_em, dawid_skene_pairs,
+                                      dawid_skene_trace, ds_init_posterior, spectral_skills)
 
 
 # ---------------------------------------------------------------- data
@@ -285,3 +285,28 @@ def test_errors(rng):
     # an explicit starting posterior is accepted
     r = dawid_skene_em(votes, mask, init=np.full((10, 2), 0.5))
     assert np.isfinite(np.asarray(r.log_likelihood))
+
+
+def test_dense_and_pair_layouts_run_the_same_em(rng):
+    """One EM: dense votes and the pair layout give identical results, with gold clamping and
+    crowd-kit's stopping rule too."""
+    votes, mask, gold = onecoin_votes(rng, 120, [0.8, 0.7, 0.6, 0.55], 3, p_vote=0.8)
+    counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes, gold=gold)
+    pairs = counts.to_pairs()
+    clamp = np.where(np.arange(120) % 4 == 0, gold, -1)
+    for model, criterion in (("one-coin", "crowdkit"), ("confusion", "posterior")):
+        dense = dawid_skene_em(votes, mask, model=model, criterion=criterion, gold=clamp)
+        sparse = dawid_skene_pairs(pairs, model=model, criterion=criterion, gold=clamp)
+        np.testing.assert_array_equal(dense.log_posterior, sparse.log_posterior)
+        assert int(dense.n_iter) == int(sparse.n_iter) and bool(sparse.converged)
+        q = np.exp(np.asarray(sparse.log_posterior))
+        np.testing.assert_array_equal(q[clamp >= 0], np.eye(3)[clamp[clamp >= 0]])
+    logged = dawid_skene_pairs(pairs, criterion="crowdkit", gold=clamp, history=True)
+    n = int(logged.n_iter)
+    assert len(logged.loss_history) == 100 and np.isfinite(logged.loss_history[:n]).all()
+    assert np.isnan(logged.loss_history[n:]).all()
+    assert (np.diff(logged.loss_history[:n - 1]) >= 1e-6).all()     # it stops at the first
+    assert logged.loss_history[n - 1] - logged.loss_history[n - 2] < 1e-6   # gain below tol
+    # gold=True clamps the tasks with counts.gold
+    every = dawid_skene_pairs(pairs, gold=True)
+    assert (np.argmax(np.asarray(every.log_posterior), 1) == gold).all()

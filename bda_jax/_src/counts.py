@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -23,9 +23,13 @@ from .errors import DataError, TraceError
 from .normalize import Normalizer, default_normalizer
 from .traces import FORCES, Trace, resolve_trace
 
-__all__ = ["Counts", "CountsInfo", "tally"]
+__all__ = ["Counts", "CountsInfo", "PairCounts", "tally"]
 
 _ARRAY_FIELDS = ("N", "e", "c", "mask", "K", "gold", "gold_missing", "cluster", "e0", "conf0")
+_PAIR_FIELDS = ("task", "agent", "N", "e", "c", "e0", "conf0", "mask", "K", "gold",
+                "gold_missing", "cluster")
+_TASK_FIELDS = ("mask", "K", "gold", "gold_missing", "cluster")
+LAYOUTS = ("dense", "pairs")
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,20 @@ class Counts:
                               info.clusters, dict(info.notes))
         return Counts(*sub, info=info)
 
+    def to_pairs(self) -> "PairCounts":
+        """The same counts in the sparse pair layout (:class:`PairCounts`): one row per
+        (task, agent) with any informative move (``N > 0``) or any round-0 record, in
+        (task, agent) order. A relayout of the arrays, not a second tally."""
+        N, e, c, e0, conf0 = (np.asarray(getattr(self, f)) for f in ("N", "e", "c", "e0", "conf0"))
+        keep = (N > 0) | (e != 0).any(-1) | (c != 0).any(-1) | (e0 != 0).any(-1)
+        keep |= np.isfinite(conf0).any(-1)
+        t, i = np.nonzero(keep)                          # row-major: sorted by (task, agent)
+        task_level = [np.asarray(getattr(self, f)) for f in _TASK_FIELDS]
+        T, I = N.shape
+        return PairCounts(t.astype(np.int32), i.astype(np.int32), N[t, i], e[t, i], c[t, i],
+                          e0[t, i], conf0[t, i], *task_level, n_tasks=T, n_agents=I,
+                          info=self.info)
+
     @classmethod
     def from_arrays(cls, N, e, c, K=None, gold=None, *, e0=None, conf0=None, cluster=None,
                     gold_missing=None, agents=None, vocab=None) -> "Counts":
@@ -176,6 +194,106 @@ class Counts:
         return cls(N, e, c, mask, Kt, g, gm, cl, e0, conf0, info)
 
 
+@jax.tree_util.register_pytree_node_class
+class PairCounts:
+    """Sparse pair layout of :class:`Counts` for crowds (DESIGN §4): one row per (task, agent)
+    pair with an informative move, so memory grows with the number of votes, not with T x I.
+
+    Array fields (leaves): per pair ``task`` [P] int32 and ``agent`` [P] int32 (rows sorted by
+    (task, agent)), ``N`` [P] int32, ``e``, ``c``, ``e0`` [P, K] int32 and ``conf0`` [P, K]
+    float32 — row p holds exactly ``Counts.<field>[task[p], agent[p]]``; per task ``mask``
+    [T, K] bool, ``K`` [T], ``gold`` [T], ``gold_missing`` [T], ``cluster`` [T]. Static (pytree
+    aux data): ``n_tasks``, ``n_agents``. ``info`` (names) lives outside the pytree as in
+    :class:`Counts`. Kernels sum per-pair terms into tasks with
+    ``jax.ops.segment_sum(x, pairs.task, pairs.n_tasks)`` and into agents with ``pairs.agent``.
+
+    >>> c = Counts.from_arrays([[1, 0], [1, 1]], [[[1, 0], [0, 0]], [[0, 1], [1, 0]]],
+    ...                        [[[1, 0], [0, 0]], [[0, 1], [1, 0]]])
+    >>> p = c.to_pairs()
+    >>> p.task.tolist(), p.agent.tolist(), p.e0.tolist()
+    ([0, 1, 1], [0, 0, 1], [[1, 0], [0, 1], [1, 0]])
+    >>> bool((p.to_dense().e == c.e).all())
+    True
+    """
+
+    __slots__ = _PAIR_FIELDS + ("n_tasks", "n_agents", "info")
+
+    def __init__(self, task, agent, N, e, c, e0, conf0, mask, K, gold, gold_missing, cluster, *,
+                 n_tasks, n_agents, info=None):
+        self.task, self.agent, self.N, self.e, self.c = task, agent, N, e, c
+        self.e0, self.conf0, self.mask, self.K, self.gold = e0, conf0, mask, K, gold
+        self.gold_missing, self.cluster = gold_missing, cluster
+        self.n_tasks, self.n_agents = int(n_tasks), int(n_agents)
+        self.info = info
+
+    def tree_flatten(self):
+        return tuple(getattr(self, f) for f in _PAIR_FIELDS), (self.n_tasks, self.n_agents)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, n_tasks=aux[0], n_agents=aux[1])
+
+    def __repr__(self):
+        return (f"PairCounts(T={self.n_tasks}, I={self.n_agents}, P={self.n_pairs}, "
+                f"K_max={self.mask.shape[1]}, vocab={self.vocab})")
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.task.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The dense shape (T, I, K_max) these pairs stand for."""
+        return (self.n_tasks, self.n_agents, int(self.mask.shape[1]))
+
+    @property
+    def d(self):
+        """Inconsistent counts ``N - c`` per pair [P, K] (masked slots: 0)."""
+        return (self.N[..., None] - self.c) * self.mask[self.task]
+
+    agents = Counts.agents
+    task_ids = Counts.task_ids
+    candidates = Counts.candidates
+    vocab = Counts.vocab
+
+    def to_dense(self) -> Counts:
+        """Scatter the pairs back into :class:`Counts` ([T, I, K] tensors; small data only)."""
+        T, I, K = self.shape
+        t, i = np.asarray(self.task), np.asarray(self.agent)
+        dense = {"N": np.zeros((T, I), np.int32), "conf0": np.full((T, I, K), np.nan, np.float32)}
+        for f in ("e", "c", "e0"):
+            dense[f] = np.zeros((T, I, K), np.int32)
+        for f in dense:
+            dense[f][t, i] = np.asarray(getattr(self, f))
+        task_level = {f: np.asarray(getattr(self, f)) for f in _TASK_FIELDS}
+        return Counts(info=self.info, **dense, **task_level)
+
+    def take(self, index) -> "PairCounts":
+        """The sub-collection of tasks ``index`` (integer array or boolean mask; repeats allowed),
+        renumbered 0..len(index)-1 in that order, with their pairs; names kept."""
+        index = np.asarray(index)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        index = index.astype(np.int64).reshape(-1)
+        task = np.asarray(self.task)
+        n_per_task = np.bincount(task, minlength=self.n_tasks)
+        start = np.concatenate([[0], np.cumsum(n_per_task)[:-1]])
+        length = n_per_task[index]
+        new_task = np.repeat(np.arange(index.size), length)
+        offset = np.arange(new_task.size) - np.repeat(np.cumsum(length) - length, length)
+        rows = np.repeat(start[index], length) + offset
+        per_pair = [np.asarray(getattr(self, f))[rows] for f in ("agent", "N", "e", "c", "e0",
+                                                                 "conf0")]
+        task_level = [np.asarray(getattr(self, f))[index] for f in _TASK_FIELDS]
+        info = self.info
+        if info is not None:
+            pick = lambda seq: None if seq is None else tuple(seq[j] for j in index)
+            info = CountsInfo(info.agents, pick(info.task_ids), pick(info.candidates), info.vocab,
+                              info.clusters, dict(info.notes))
+        return PairCounts(new_task.astype(np.int32), *per_pair, *task_level, n_tasks=index.size,
+                          n_agents=self.n_agents, info=info)
+
+
 def _int_array(x, name, allow_neg=False) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer)
@@ -196,7 +314,8 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
           one_move_per_round: bool = False,
           permute_candidates: int | None = None, unknown_agents: str = "error",
           normalizer: Normalizer = default_normalizer, lenient: bool = False,
-          abstain_candidate: str | None = None, seat_key: str = "agent") -> Counts:
+          abstain_candidate: str | None = None, seat_key: str = "agent",
+          layout: str = "dense") -> "Counts | PairCounts":
     """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
 
     Args:
@@ -216,9 +335,14 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
       normalizer, lenient, abstain_candidate: passed to the protocol automaton
         (``abstain_candidate="unknown"`` makes abstaining an endorsement of an explicit
         "unknown" candidate appended to every task).
+      layout: ``"dense"`` (default) returns :class:`Counts` ([T, I, K] tensors);
+        ``"pairs"`` returns :class:`PairCounts` (one row per (task, agent) pair with an
+        informative move) from the same per-move arrays, never materializing [T, I, K].
 
     Packing is vectorized over all informative moves: no per-task Python loop after parsing.
     """
+    if layout not in LAYOUTS:
+        raise DataError(f"layout must be one of {LAYOUTS}, got {layout!r}", field="layout")
     if seat_key not in ("agent", "force", "agent-force"):
         raise DataError(f"seat_key must be 'agent', 'force' or 'agent-force', got {seat_key!r}",
                         field="seat_key")
@@ -328,27 +452,66 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         cand_table = np.take_along_axis(cand_table, perm, axis=1)
         vocab = None
 
-    # ---- pack (vectorized scatter-adds)
-    flat_ti = task * I + agent
-    N = np.bincount(flat_ti, minlength=T * I).reshape(T, I)
-    flat_tig = flat_ti * Kmax + cand
-    pos = sign > 0
-    e = np.bincount(flat_tig[pos], minlength=T * I * Kmax).reshape(T, I, Kmax)
-    rejected = np.bincount(flat_tig[~pos], minlength=T * I * Kmax).reshape(T, I, Kmax)
-    c = (e + (rejected.sum(-1, keepdims=True) - rejected) * mask[:, None, :])
-    r0 = pos & (rnd == 0)
-    e0 = np.bincount(flat_tig[r0], minlength=T * I * Kmax).reshape(T, I, Kmax)
-    conf0 = np.full(T * I * Kmax, np.nan, np.float32)
-    stated = r0 & np.isfinite(conf)
-    idx = flat_tig[stated]
-    if idx.size:   # the last stated confidence per (task, agent, candidate) wins
-        rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
-        conf0[rev_unique] = conf[stated][::-1][rev_first]
-    conf0 = conf0.reshape(T, I, Kmax)
-
     info = CountsInfo(agents, tuple(r.task_id for r in resolved),
                       tuple(tuple(x for x in row if x is not None) for row in cand_table),
                       vocab, tuple(cluster_names), notes)
+    moves = _Moves(task, agent, cand, sign, rnd, conf)
+    return _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, info, layout)
+
+
+class _Moves(NamedTuple):
+    """Per-move arrays the tally builds (one entry per signed endorsement, after filtering):
+    ``task``, ``agent``, ``cand`` (slot), ``sign`` (+1/-1), ``rnd`` (round), ``conf`` (stated
+    confidence, NaN: none). The one input of :func:`_assemble`; crowd frames build it too."""
+
+    task: np.ndarray
+    agent: np.ndarray
+    cand: np.ndarray
+    sign: np.ndarray
+    rnd: np.ndarray
+    conf: np.ndarray
+
+
+def _pack(cell, n_cells, cell_mask, m: _Moves):
+    """Scatter-add the moves into ``n_cells`` rows of K_max slots (vectorized bincounts).
+    ``cell`` [M] is each move's row, ``cell_mask`` [n_cells, K] the valid slots of each row.
+    Returns ``N`` [n], ``e``, ``c``, ``e0`` [n, K] (int64) and ``conf0`` [n, K] float32."""
+    Kmax = cell_mask.shape[1]
+    N = np.bincount(cell, minlength=n_cells)
+    flat = cell * Kmax + m.cand
+    size = n_cells * Kmax
+    pos = m.sign > 0
+    e = np.bincount(flat[pos], minlength=size).reshape(n_cells, Kmax)
+    rejected = np.bincount(flat[~pos], minlength=size).reshape(n_cells, Kmax)
+    c = e + (rejected.sum(-1, keepdims=True) - rejected) * cell_mask
+    r0 = pos & (m.rnd == 0)
+    e0 = np.bincount(flat[r0], minlength=size).reshape(n_cells, Kmax)
+    conf0 = np.full(size, np.nan, np.float32)
+    stated = r0 & np.isfinite(m.conf)
+    idx = flat[stated]
+    if idx.size:   # the last stated confidence per (cell, candidate) wins
+        rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
+        conf0[rev_unique] = m.conf[stated][::-1][rev_first]
+    return N, e, c, e0, conf0.reshape(n_cells, Kmax)
+
+
+def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, layout="dense"):
+    """Pack per-move arrays into :class:`Counts` (``layout="dense"``: one row per (task, agent)
+    cell of the [T, I] grid) or :class:`PairCounts` (``"pairs"``: one row per (task, agent)
+    pair that has a move). Both layouts run the same :func:`_pack`; only the row index differs."""
+    T, Kmax = mask.shape
+    I = n_agents
     i32 = lambda x: np.ascontiguousarray(x, dtype=np.int32)
-    return Counts(i32(N), i32(e), i32(c), mask, Kt, gold, gold_missing, i32(cluster), i32(e0),
-                  conf0, info)
+    task_level = (mask, K, gold, gold_missing, i32(cluster))
+    key = m.task.astype(np.int64) * I + m.agent
+    if layout == "dense":
+        N, e, c, e0, conf0 = _pack(key, T * I, np.repeat(mask, I, axis=0), m)
+        N = N.reshape(T, I)
+        e, c, e0, conf0 = (x.reshape(T, I, Kmax) for x in (e, c, e0, conf0))
+        return Counts(i32(N), i32(e), i32(c), mask, K, gold, gold_missing, i32(cluster), i32(e0),
+                      conf0, info)
+    pair_key, row = np.unique(key, return_inverse=True)          # sorted by (task, agent)
+    pair_task, pair_agent = pair_key // I, pair_key % I
+    N, e, c, e0, conf0 = _pack(row.reshape(-1), pair_key.size, mask[pair_task], m)
+    return PairCounts(i32(pair_task), i32(pair_agent), i32(N), i32(e), i32(c), i32(e0), conf0,
+                      *task_level, n_tasks=T, n_agents=I, info=info)

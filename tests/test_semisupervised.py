@@ -1,0 +1,180 @@
+"""Semi-supervised BDA for crowds (issue 5, item 3): the cavity EM against a loop reference, and
+its behaviour on simulated crowds."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bda_jax as bda
+from bda_jax._src.counts import PairCounts
+from bda_jax._src.semisupervised import SemiSupervisedBDA, crowd_prior, semisupervised_em
+
+
+def small_crowd(seed, T=12, I=4, K=3, ragged=False):
+    """Pairs with 1-3 votes each (duplicates included), some tasks with K_t < K."""
+    rng = np.random.default_rng(seed)
+    mask = np.ones((T, K), bool)
+    if ragged:
+        mask[::3, K - 1] = False
+    task, agent, votes = [], [], []
+    for t in range(T):
+        for i in rng.choice(I, size=rng.integers(2, I + 1), replace=False):
+            v = np.zeros(K)
+            for _ in range(rng.integers(1, 4)):
+                v[rng.choice(np.flatnonzero(mask[t]))] += 1
+            task.append(t), agent.append(i), votes.append(v)
+    gold = np.full(T, -1)
+    gold[:4] = [np.flatnonzero(mask[t])[t % mask[t].sum()] for t in range(4)]
+    return (np.array(task), np.array(agent), np.array(votes, np.float32), mask,
+            gold.astype(np.int32))
+
+
+def lbeta(a, b):
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def reference_step(task, agent, votes, mask, gold, kappa, tau, model):
+    """One E-step from the vote-share start, with explicit loops and lgamma."""
+    T, K = mask.shape
+    q = np.zeros((T, K))
+    for t in range(T):
+        s = votes[task == t].sum(0) * mask[t]
+        q[t] = s / s.sum() if s.sum() > 0 else mask[t] / mask[t].sum()
+        if gold[t] >= 0:
+            q[t] = np.eye(K)[gold[t]]
+    crowd = crowd_prior(votes, task, gold, mask, model)
+    new = np.zeros((T, K))
+    for t in range(T):
+        ll = np.zeros(K)
+        for p in np.flatnonzero(task == t):
+            i, v = agent[p], votes[p]
+            others = [r for r in np.flatnonzero(agent == i) if r != p]
+            for g in np.flatnonzero(mask[t]):
+                if model == "onecoin":
+                    S = sum((q[task[r]] * votes[r]).sum() for r in others)
+                    n = sum(votes[r].sum() for r in others)
+                    a, b = kappa * crowd[0] + S, kappa * crowd[1] + n - S
+                    c, d = v[g], v.sum() - v[g]
+                    ll[g] += lbeta(a + c, b + d) - lbeta(a, b) - d * math.log(
+                        max(mask[t].sum() - 1, 1))
+                else:
+                    A = kappa * crowd[g].copy()
+                    for r in others:
+                        A += q[task[r], g] * votes[r]
+                    A = A[mask[t]]
+                    vv = v[mask[t]]
+                    ll[g] += sum(math.lgamma(A[k] + vv[k]) - math.lgamma(A[k])
+                                 for k in range(len(A)))
+                    ll[g] -= math.lgamma(A.sum() + vv.sum()) - math.lgamma(A.sum())
+        pi = (q * mask).sum(0) + 1.0
+        logit = np.where(mask[t], np.log(pi / pi.sum()) + tau * ll, -np.inf)
+        new[t] = np.exp(logit - logit.max()) / np.exp(logit - logit.max()).sum()
+        if gold[t] >= 0:
+            new[t] = np.eye(K)[gold[t]]
+    return new
+
+
+@pytest.mark.parametrize("model, ragged", [("onecoin", True), ("onecoin", False),
+                                           ("confusion", False)])
+def test_one_step_matches_loop_reference(model, ragged):
+    task, agent, votes, mask, gold = small_crowd(1, ragged=ragged)
+    crowd = crowd_prior(votes, task, gold, mask, model)
+    res = semisupervised_em(votes, task, agent, mask, gold, crowd.astype(np.float32), 3.0, 0.8,
+                            model=model, n_tasks=mask.shape[0], n_agents=agent.max() + 1,
+                            n_max=int(votes.sum(1).max()), n_iter=1)
+    expected = reference_step(task, agent, votes, mask, gold, 3.0, 0.8, model)
+    np.testing.assert_allclose(np.asarray(res.proba), expected, atol=2e-5)
+    assert int(res.n_iter) == 1
+
+
+def simulated_crowd(seed, T=600, good=8, bad=2, per_task=5, p_good=0.7, p_bad=0.15, K=2):
+    """A binary crowd where some workers are reliably wrong (they invert)."""
+    rng = np.random.default_rng(seed)
+    I = good + bad
+    skill = np.r_[np.full(good, p_good), np.full(bad, p_bad)]
+    truth = rng.integers(0, K, T)
+    rows = []
+    for t in range(T):
+        for i in rng.choice(I, per_task, replace=False):
+            lab = truth[t] if rng.random() < skill[i] else (truth[t] + rng.integers(1, K)) % K
+            rows.append((f"t{t:04d}", f"w{i:02d}", f"c{lab}"))
+    df = pd.DataFrame(rows, columns=["task", "worker", "label"])
+    gold = pd.Series({f"t{t:04d}": f"c{truth[t]}" for t in range(T)})
+    return df, gold
+
+
+def test_learns_to_invert_wrong_workers_from_gold():
+    df, gold = simulated_crowd(0)
+    known = gold.iloc[::10]                                   # 10 % gold
+    model = SemiSupervisedBDA(model="onecoin", folds=3).fit(df, true_labels=known)
+    assert list(model.probas_.columns) == ["c0", "c1"]
+    np.testing.assert_allclose(model.probas_.sum(axis=1), 1.0, atol=1e-6)
+    assert (model.probas_.loc[known.index].idxmax(1) == known).all()   # gold stays clamped
+    hidden = gold.index.difference(known.index)
+    acc = (model.labels_.loc[hidden] == gold.loc[hidden]).mean()
+    mv = df.groupby("task")["label"].agg(lambda s: s.value_counts().index[0])
+    assert acc > (mv.loc[hidden] == gold.loc[hidden]).mean() + 0.05
+    assert acc > 0.85
+    skills = model.skills_
+    assert (skills[["w08", "w09"]] < 0.35).all() and (skills.iloc[:8] > 0.6).all()
+    assert len(model.cv_) == 12 and model.kappa_ in (2.0, 8.0, 32.0, 128.0)
+    assert model.n_iter_ >= 1 and model.converged_
+
+
+def test_workers_without_gold_shrink_to_the_crowd():
+    """A worker seen on one task keeps a posterior mean near the crowd's pooled accuracy."""
+    df, gold = simulated_crowd(1, T=200, bad=0)
+    df = pd.concat([df, pd.DataFrame([("t0001", "newbie", "c0")], columns=df.columns)])
+    model = SemiSupervisedBDA(model="onecoin", kappa_grid=[8.0], tau_grid=[1.0])
+    model.fit(df, true_labels=gold.iloc[::5])
+    crowd = np.asarray(model.skills_.drop("newbie")).mean()
+    assert abs(model.skills_["newbie"] - crowd) < 0.15
+
+
+def test_confusion_model_and_auto_selection():
+    df, gold = simulated_crowd(2, T=300, K=3, p_good=0.65)
+    model = SemiSupervisedBDA(folds=3, kappa_grid=[4.0, 16.0], tau_grid=[1.0]).fit(
+        df, true_labels=gold.iloc[::5])
+    assert {r["model"] for r in model.cv_} == {"onecoin", "confusion"}
+    assert model.model_ in ("onecoin", "confusion")
+    conf = SemiSupervisedBDA(model="confusion", kappa_grid=[4.0], tau_grid=[1.0]).fit(
+        df, true_labels=gold.iloc[::5])
+    rows = conf.errors_
+    assert rows.shape == (10 * 3, 3)
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-6)
+    assert conf.skills_.shape == (10,)
+
+
+def test_pair_counts_input_and_determinism():
+    df, gold = simulated_crowd(3, T=100)
+    a = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
+    b = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
+    pd.testing.assert_frame_equal(a.probas_, b.probas_)
+    from bda_jax._src.crowd import pairs_from_frame
+    p = pairs_from_frame(df)
+    g = np.full(p.n_tasks, -1, np.int32)
+    ids = {t: j for j, t in enumerate(p.task_ids)}
+    for t, lab in gold.iloc[::4].items():
+        g[ids[t]] = p.vocab.index(lab)
+    p = PairCounts(p.task, p.agent, p.N, p.e, p.c, p.e0, p.conf0, p.mask, p.K, g,
+                   p.gold_missing, p.cluster, n_tasks=p.n_tasks, n_agents=p.n_agents,
+                   info=p.info)
+    c = SemiSupervisedBDA(model="onecoin", folds=2).fit(p)
+    np.testing.assert_allclose(c.probas_.to_numpy(), a.probas_.to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, fit, field", [
+    (dict(model="glad"), None, "model"),
+    (dict(folds=1), None, "folds"),
+    (dict(kappa_grid=[]), None, "kappa_grid"),
+    (dict(tau_grid=[0.0]), None, "tau_grid"),
+    ({}, {}, "true_labels"),                                   # no gold at all
+    ({}, {"nope": "c0"}, "true_labels"),                       # a task without labels
+    ({}, {"t0000": "c9"}, "true_labels"),                      # a label outside the set
+])
+def test_bad_input(kwargs, fit, field):
+    df, _ = simulated_crowd(4, T=20)
+    with pytest.raises(bda.DataError) as err:
+        SemiSupervisedBDA(**kwargs).fit(df, true_labels=pd.Series(fit, dtype=object))
+    assert err.value.field == field
