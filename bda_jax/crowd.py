@@ -1,6 +1,7 @@
 """Crowd aggregation on crowd-kit's surface, jitted over the sparse pair layout.
 
-``MajorityVote``, ``Wawa``, ``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``:
+``MajorityVote``, ``Wawa``, ``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``,
+``GLAD``, ``MACE``:
 ``fit(df, true_labels=None)`` with a DataFrame of columns ``task``, ``worker``, ``label`` (or
 traces, :class:`~bda_jax.Counts`, :class:`PairCounts`); ``labels_``, ``probas_``, ``skills_``,
 ``errors_``, ``priors_``. ``SemiSupervisedBDA``: BDA with worker priors fitted on a gold
@@ -8,11 +9,11 @@ subset, ``fit(df, true_labels=gold_subset)``. ``pairs_from_frame`` builds the
 :class:`PairCounts` of a frame; ``dawid_skene_pairs`` is the EM itself.
 """
 from ._src.counts import PairCounts
-from ._src.crowd import (DawidSkene, MajorityVote, OneCoinDawidSkene, SpectralDawidSkene, Wawa,
-                         pairs_from_frame)
+from ._src.crowd import (GLAD, MACE, DawidSkene, MajorityVote, OneCoinDawidSkene,
+                         SpectralDawidSkene, Wawa, pairs_from_frame)
 from ._src.dawid_skene import DSParams, DSResult, dawid_skene_pairs
 from ._src.semisupervised import SemiSupervisedBDA
 
-__all__ = ["DSParams", "DSResult", "DawidSkene", "MajorityVote", "OneCoinDawidSkene",
+__all__ = ["DSParams", "DSResult", "DawidSkene", "GLAD", "MACE", "MajorityVote", "OneCoinDawidSkene",
            "PairCounts", "SemiSupervisedBDA", "SpectralDawidSkene", "Wawa", "dawid_skene_pairs",
            "pairs_from_frame"]

@@ -1,5 +1,5 @@
 """Crowd aggregation on crowd-kit's surface (DESIGN §2, §10): ``MajorityVote``, ``Wawa``,
-``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``.
+``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``, ``GLAD``, ``MACE``.
 
 Data: a pandas DataFrame with crowd-kit's columns ``task``, ``worker``, ``label`` (one row per
 label; repeated rows count as repeated votes), a list of :class:`~bda_jax.Trace`, a
@@ -49,7 +49,7 @@ from .errors import DataError
 from .kernels import _float_dtype
 
 __all__ = ["MajorityVote", "Wawa", "DawidSkene", "OneCoinDawidSkene", "SpectralDawidSkene",
-           "pairs_from_frame"]
+           "GLAD", "MACE", "pairs_from_frame"]
 
 COLUMNS = ("task", "worker", "label")
 TIE_BREAKS = ("random", "first")
@@ -546,3 +546,121 @@ class SpectralDawidSkene(DawidSkene):
     """
 
     _init_default = "spectral"
+
+
+# ---------------------------------------------------------------- GLAD and MACE
+
+
+def _label_rows(pairs: PairCounts, votes: str):
+    """One (task, worker, label) row per vote (a pair's repeated votes repeated), numpy."""
+    ent = _entries_from_pairs(pairs, votes, np.float32)
+    reps = np.rint(np.asarray(ent.weight)).astype(np.int64)          # padding rows: 0
+    return tuple(np.repeat(np.asarray(x), reps) for x in (ent.task, ent.agent, ent.label))
+
+
+class _PerTaskModel(_Crowd):
+    """Estimators with a parameter per fitted task (GLAD's difficulty, MACE's posterior over
+    the fitted tasks only): predictions exist for the fitted tasks; new data means a new fit."""
+
+    def _proba(self, pairs):
+        raise DataError(f"{type(self).__name__} estimates per-task parameters; fit it on the "
+                        "new data (predict_proba() without data returns the fitted tasks)",
+                        field="data")
+
+    def _check_votes(self):
+        if self.votes not in ("round0", "all"):
+            raise DataError(f"votes must be 'round0' or 'all', got {self.votes!r}",
+                            field="votes")
+        self._check_tie_break()
+
+
+class GLAD(_PerTaskModel):
+    """GLAD (Whitehill et al. 2009) on crowd-kit's surface (crowd-kit ``GLAD``): worker ability
+    α_w and task inverse difficulty β_t; a label is right with probability σ(α_w β_t), wrong
+    labels uniform over the other K_t − 1. EM with crowd-kit's conjugate-gradient M-step, priors,
+    start and stopping rule (:func:`bda_jax._src.glad.glad_em`).
+
+    Args: ``n_iter``, ``tol``, ``m_step_max_iter``, ``m_step_tol`` (crowd-kit's defaults 100,
+    1e-5, 25, 1e-2); ``alphas_priors_mean`` / ``betas_priors_mean``: means of the unit-variance
+    normal priors on α and log β (crowd-kit: 1); ``votes``, ``dtype``, ``tie_break``, ``seed``
+    as :class:`DawidSkene`.
+
+    Fitted: ``labels_``, ``probas_``, ``alphas_`` (Series by worker), ``betas_`` (log β, Series
+    by task: crowd-kit's ``betas_``), ``loss_history_``, ``log_likelihood_``, ``n_iter_``,
+    ``converged_``.
+    """
+
+    def __init__(self, n_iter: int = 100, tol: float = 1e-5, m_step_max_iter: int = 25,
+                 m_step_tol: float = 1e-2, alphas_priors_mean: float = 1.0,
+                 betas_priors_mean: float = 1.0, *, votes: str = "round0", dtype=None,
+                 tie_break: str = "random", seed: int = 0):
+        self.n_iter, self.tol = n_iter, tol
+        self.m_step_max_iter, self.m_step_tol = m_step_max_iter, m_step_tol
+        self.alphas_priors_mean, self.betas_priors_mean = alphas_priors_mean, betas_priors_mean
+        self.votes, self.dtype, self.tie_break, self.seed = votes, dtype, tie_break, seed
+        self._check_votes()
+
+    def fit(self, data, true_labels=None) -> "GLAD":
+        from .glad import glad_em
+        pairs = self._pairs(data)
+        self._remember(pairs)
+        gold = self._gold(pairs, true_labels)
+        task, worker, label = _label_rows(pairs, self.votes)
+        res = glad_em(task, worker, label, pairs.n_tasks, pairs.n_agents, len(self.classes_),
+                      mask=np.asarray(pairs.mask), gold=gold, n_iter=self.n_iter, tol=self.tol,
+                      m_step_max_iter=self.m_step_max_iter, m_step_tol=self.m_step_tol,
+                      alpha_prior_mean=self.alphas_priors_mean,
+                      log_beta_prior_mean=self.betas_priors_mean, dtype=self.dtype)
+        pd = _pd()
+        self.n_iter_, self.converged_ = int(res.n_iter), bool(res.converged)
+        self.log_likelihood_ = float(res.log_likelihood)
+        self.loss_history_ = np.asarray(res.loss_history, np.float64)[:self.n_iter_].tolist()
+        self.alphas_ = pd.Series(np.asarray(res.params.alpha, np.float64),
+                                 index=pd.Index(self.workers_, name="worker"), name="alpha")
+        self.betas_ = pd.Series(np.asarray(res.params.log_beta, np.float64), index=self.tasks_,
+                                name="beta")
+        log_proba = np.asarray(res.log_posterior, np.float64)
+        proba = np.where(np.asarray(pairs.mask), np.exp(log_proba), 0.0)
+        return self._finish(pairs, proba, log_proba)
+
+
+class MACE(_PerTaskModel):
+    """MACE (Hovy et al. 2013) on crowd-kit's surface (crowd-kit ``MACE``): worker w knows the
+    answer with probability θ_w and copies it, else spams from its strategy ξ_w. Variational
+    Bayes (``method="vb"``, crowd-kit's default) or EM, ``n_restarts`` seeded restarts of
+    ``n_iter`` iterations each, the best kept (:func:`bda_jax._src.mace.mace_em`). Restart
+    starts come from ``jax.random.key(seed)``; crowd-kit draws them from NumPy (and reuses one
+    seed for every restart), so agreement with it is at the level of the fixed point.
+
+    Fitted: ``labels_``, ``probas_``, ``spamming_`` [W, 2] (spam, knows), ``thetas_`` [W, K]
+    (the spamming strategies) — with ``"vb"`` these are crowd-kit's geometric-mean weights
+    exp E[log p], so rows sum to a little under 1 — ``log_likelihood_``, ``n_iter_``, ``converged_``.
+    """
+
+    def __init__(self, n_restarts: int = 10, n_iter: int = 50, method: str = "vb",
+                 alpha: float = 0.5, beta: float = 0.5, default_noise: float = 0.5, *,
+                 votes: str = "round0", tie_break: str = "random", seed: int = 0):
+        self.n_restarts, self.n_iter, self.method = n_restarts, n_iter, method
+        self.alpha, self.beta, self.default_noise = alpha, beta, default_noise
+        self.votes, self.tie_break, self.seed = votes, tie_break, seed
+        self._check_votes()
+
+    def fit(self, data, true_labels=None) -> "MACE":
+        from .mace import mace_em
+        pairs = self._pairs(data)
+        self._remember(pairs)
+        gold = self._gold(pairs, true_labels)
+        task, worker, label = _label_rows(pairs, self.votes)
+        res = mace_em(jax.random.key(self.seed), task, worker, label, pairs.n_tasks,
+                      pairs.n_agents, len(self.classes_), mask=np.asarray(pairs.mask),
+                      gold=gold, n_restarts=self.n_restarts, n_iter=self.n_iter,
+                      method=self.method, alpha=self.alpha, beta=self.beta,
+                      default_noise=self.default_noise)
+        self.n_iter_, self.converged_ = int(res.n_iter), bool(res.converged)
+        self.log_likelihood_ = float(res.log_likelihood)
+        self.spamming_ = np.stack([np.asarray(res.params.spam, np.float64),
+                                   np.asarray(res.params.competence, np.float64)], axis=1)
+        self.thetas_ = np.asarray(res.params.strategy, np.float64)
+        log_proba = np.asarray(res.log_posterior, np.float64)
+        proba = np.where(np.asarray(pairs.mask), np.exp(log_proba), 0.0)
+        return self._finish(pairs, proba, log_proba)
