@@ -9,6 +9,7 @@ import pytest
 import bda_jax as bda
 from bda_jax._src.counts import PairCounts
 from bda_jax._src.semisupervised import SemiSupervisedBDA, crowd_prior, semisupervised_em
+from reference import SHARED_DATA
 
 
 def small_crowd(seed, T=12, I=4, K=3, ragged=False):
@@ -178,3 +179,25 @@ def test_bad_input(kwargs, fit, field):
     with pytest.raises(bda.DataError) as err:
         SemiSupervisedBDA(**kwargs).fit(df, true_labels=pd.Series(fit, dtype=object))
     assert err.value.field == field
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "zhang2016_spectral").exists(),
+                    reason=f"shared data absent: {SHARED_DATA / 'zhang2016_spectral'}")
+def test_beats_unsupervised_dawid_skene_on_brier_with_10_percent_gold():
+    """Zhang RTE (800 tasks, 164 workers): with 10 % gold, semi-supervised BDA's Brier on the
+    unseen tasks is below unsupervised DS's (0.116 against 0.141 when written; the issue's
+    claim is at least 4 of 6 sets, all in docs/results-crowd.md)."""
+    from bda_jax.crowd import DawidSkene
+    from bda_jax.datasets import load_crowd
+    data = load_crowd("zhang_rte", root=SHARED_DATA)
+    rng = np.random.default_rng(0)
+    known = data.gold.iloc[rng.permutation(len(data.gold))[: len(data.gold) // 10]]
+    hidden = data.gold.index.difference(known.index)
+
+    def brier(proba):
+        p = proba.loc[hidden]
+        y = np.asarray(p.columns)[None, :] == data.gold.loc[hidden].to_numpy()[:, None]
+        return ((p.to_numpy() - y) ** 2).sum(1).mean()
+    ds = DawidSkene().fit(data.labels)
+    semi = SemiSupervisedBDA(seed=0).fit(data.labels, true_labels=known)
+    assert brier(semi.probas_) < brier(ds.probas_) - 0.01
