@@ -141,8 +141,8 @@ def test_one_em_step_matches_numpy_reference(rng, model):
 def test_full_em_matches_crowdkit_loop_reference(rng, cls, model):
     df, _, _ = crowd_frame(rng, repeat=0.1)
     q, P, pi, history, ll = ref_crowdkit_em(df, model)
-    with jax.enable_x64(True):
-        est = cls(dtype="float64").fit(df)
+    with jax.enable_x64(True):                 # crowd-kit estimates the class prior
+        est = cls(dtype="float64", prior="estimate").fit(df)
     assert est.converged_ and est.n_iter_ == len(history) >= 2
     np.testing.assert_allclose(est.loss_history_, history, atol=1e-6)
     np.testing.assert_allclose(est.probas_.to_numpy(), q, atol=1e-6)
@@ -458,3 +458,18 @@ def test_glad_matches_crowdkit_on_bundled_bluebirds():
     data = load_crowd("bluebirds")
     labels = crowd.GLAD().fit(data.labels).labels_
     assert (labels.loc[data.gold.index] == data.gold).mean() == pytest.approx(78 / 108)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "zheng_s4_relevance").exists(),
+                    reason=f"shared data absent: {SHARED_DATA / 'zheng_s4_relevance'}")
+def test_one_coin_does_not_collapse_on_s_rel():
+    """crowd-kit 1.4.2's OneCoinDawidSkene collapses on S4 relevance (0.258 on the 4,460 gold
+    tasks after 100 iterations): its estimated class prior absorbs one worker's 7,920 near-
+    constant labels. With the estimated prior we land on the same fixed point; our default
+    uniform prior does not collapse."""
+    from bda_jax.datasets import load_crowd
+    data = load_crowd("s4_relevance", root=SHARED_DATA)
+    acc = lambda m: (m.labels_.loc[data.gold.index].astype(str) == data.gold).mean()
+    assert acc(crowd.OneCoinDawidSkene().fit(data.labels)) > 0.45
+    assert acc(crowd.OneCoinDawidSkene(prior="estimate").fit(data.labels)) == \
+        pytest.approx(0.2578, abs=0.002)
