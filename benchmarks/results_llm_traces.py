@@ -4,7 +4,9 @@ DASE logs, DASE's own commit.
 
 Data (read in place from ../shared/data or $BDA_SHARED_DATA; not bundled):
 * DASE GPQA, W = 4 spatial run (546 problems, K = 4 letters; gold recovered for 444 from the
-  logs' correctness flags), in both move mappings ("proposals" and "typed");
+  logs' correctness flags), side by side on four bases: every answer a proposal, typed moves
+  (concede / retract derived from answer revisions), typed with one vote per round (re-proposals
+  dropped), and round 0 only;
 * DASE AIME, W = 8 spatial run (100 problems, open numeric answers; gold recovered for 91);
 * Du et al. GSM8K (100 problems) and the four arithmetic runs (4 x 100), 3 agents x 2 rounds.
 
@@ -75,13 +77,13 @@ def reference_rows(traces, counts, proposals):
                           key=jax.random.key(0)) for name, p in rows.items()}
 
 
-def run_set(name, traces, arms, proposals=None):
-    """Evaluate ``arms`` on the labeled traces; ``proposals``: the same logs in the proposals
-    mapping (default: ``traces`` themselves) for the final-round vote."""
+def run_set(name, traces, arms, proposals=None, **tally_options):
+    """Evaluate ``arms`` on the labeled traces (tallied with ``tally_options``); ``proposals``:
+    the same logs in the proposals mapping (default: ``traces``) for the final-round vote."""
     keep = [j for j, t in enumerate(traces) if t.gold is not None]
     proposals = [(proposals or traces)[j] for j in keep]
     traces = [traces[j] for j in keep]
-    counts = bda.tally(traces)
+    counts = bda.tally(traces, **tally_options)
     t0 = time.time()
     ev = bda.evaluate(counts, arms, folds=5, seed=0, n_resamples=1000)
     rows = [{"arm": r["arm"], **{m: r[m] for m in METRICS}, "n": r["n"]} for r in ev.table]
@@ -106,9 +108,14 @@ def main():
     aime_gold = recover_dase_gold(dase, "aime")
     gpqa = {moves: load_dase_history(dase / "safe_DASE_Bellman_History_GPQA_4_alpha0_2.jsonl",
                                      gpqa_gold, moves=moves) for moves in ("proposals", "typed")}
+    gpqa["typed, one vote per round"] = load_dase_history(
+        dase / "safe_DASE_Bellman_History_GPQA_4_alpha0_2.jsonl", gpqa_gold, moves="typed",
+        one_vote_per_round=True)
     for moves, traces in gpqa.items():
         out["sets"][f"DASE GPQA W=4 ({moves})"] = run_set(
             f"gpqa {moves}", traces, ARMS + ["bda-confusion"], proposals=gpqa["proposals"])
+    out["sets"]["DASE GPQA W=4 (round 0 only)"] = run_set(
+        "gpqa round 0", gpqa["proposals"], ARMS + ["bda-confusion"], max_round=0)
     aime = load_dase_history(dase / "safe_DASE_Bellman_History_8_alpha0_2.jsonl", aime_gold)
     out["sets"]["DASE AIME W=8 (proposals)"] = run_set("aime", aime, ARMS)
     du = root / "du2023_debate_gsm_gpt35" / "gsm_3_2_100.json"
@@ -154,7 +161,19 @@ def main():
           f"{out['done_when']['tempered_ece_ew_le_0.05']}); Brier "
           f"{f3(out['done_when']['tempered_brier'])} vs final-round vote "
           f"{f3(out['done_when']['final_round_vote_brier'])} (beats it: "
-          f"{out['done_when']['tempered_brier_beats_final_round_vote']}).", ""]
+          f"{out['done_when']['tempered_brier_beats_final_round_vote']}).", "",
+          "## The four GPQA bases side by side (bda-tempered / bda-confusion, accuracy and Brier)",
+          "", "| basis | bda-tempered acc. | Brier | bda-confusion acc. | Brier |", "|---|---|---|---|---|"]
+    for name, s in out["sets"].items():
+        if name.startswith("DASE GPQA"):
+            r = {row["arm"]: row for row in s["rows"]}
+            md.append(f"| {name[len('DASE GPQA W=4 '):]} | {f3(r['bda-tempered']['accuracy'])} | "
+                      f"{f3(r['bda-tempered']['brier_mc'])} | "
+                      f"{f3(r['bda-confusion']['accuracy'])} | "
+                      f"{f3(r['bda-confusion']['brier_mc'])} |")
+    md += ["", "Unlike the simulated councils under attack (docs/results-controls.md), the real "
+           "ensemble's later rounds carry information: every basis that reads them beats round 0 "
+           "alone.", ""]
     for name, s in out["sets"].items():
         md += [f"## {name}", "", f"{s['n_tasks']} labeled problems, agents "
                f"{', '.join(s['agents'])}.", "",
