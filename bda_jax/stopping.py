@@ -1,0 +1,16 @@
+"""DASE stopping rules (seed 002): the evidence score, the spatial arena and the heuristic streak
+rule as batched JAX functions, a live :class:`Stopper`, and replay / re-simulation of the released
+DASE history logs with commit-partition, routing-gap and accuracy-coverage summaries.
+See docs/stopping.md."""
+from ._src.stopping import (COMMITS, RULES, EncodedBatch, HistoryBatch, ReplayRecord,
+                            StopDecision, StopResult, Stopper, accuracy_coverage,
+                            commit_partition, encode_answers, evidence_score, file_settings,
+                            heuristic_rule, load_history_batch, replay_history, resimulate,
+                            round_plurality, routing_gap, spatial_rule)
+
+__all__ = [
+    "COMMITS", "RULES", "EncodedBatch", "HistoryBatch", "ReplayRecord", "StopDecision",
+    "StopResult", "Stopper", "accuracy_coverage", "commit_partition", "encode_answers",
+    "evidence_score", "file_settings", "heuristic_rule", "load_history_batch", "replay_history",
+    "resimulate", "round_plurality", "routing_gap", "spatial_rule",
+]
