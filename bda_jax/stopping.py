@@ -7,10 +7,15 @@ from ._src.stopping import (COMMITS, RULES, EncodedBatch, HistoryBatch, ReplayRe
                             commit_partition, encode_answers, evidence_score, file_settings,
                             heuristic_rule, load_history_batch, replay_history, resimulate,
                             round_plurality, routing_gap, spatial_rule)
+from ._src.dase_baselines import (benjamini_hochberg, load_vote_log, mcnemar_exact,
+                                  pairwise_mcnemar, sc_curve, sc_k_winners)
+from ._src.calibrated_stopping import build_votes, crossfit_log_posterior, stop_at_threshold
 
 __all__ = [
     "COMMITS", "RULES", "EncodedBatch", "HistoryBatch", "ReplayRecord", "StopDecision",
     "StopResult", "Stopper", "accuracy_coverage", "commit_partition", "encode_answers",
     "evidence_score", "file_settings", "heuristic_rule", "load_history_batch", "replay_history",
     "resimulate", "round_plurality", "routing_gap", "spatial_rule",
+    "benjamini_hochberg", "load_vote_log", "mcnemar_exact", "pairwise_mcnemar", "sc_curve",
+    "sc_k_winners", "build_votes", "crossfit_log_posterior", "stop_at_threshold",
 ]
