@@ -145,6 +145,37 @@ def run_semi(seeds=(0, 1, 2), fraction=0.1):
     return rows
 
 
+def done_when(zoo):
+    """The issue's crowd Done-when bullets, read off the zoo rows."""
+    row = {(r["dataset"], r["method"]): r for r in zoo}
+    four = ("d_product", "d_sentiment", "s4_relevance", "s5_adult")
+    gaps = {(d, m): row[d, m]["accuracy"] - row[d, m]["crowdkit_accuracy"]
+            for d in four for m in ("DS", "MV") if (d, m) in row}
+    speed = lambda m: sorted(r["speedup"] for r in zoo if r["method"] == m and r["speedup"])
+    med = lambda v: v[len(v) // 2] if v else float("nan")
+    srel = lambda m: row.get(("s4_relevance", m), {}).get("speedup")
+    lines = ["## Done when (issue 5, crowd part)", "",
+             f"- DS and MV within ±0.01 of crowd-kit on D_Product, D_PosSent, S_Rel, S_Adult: "
+             f"{all(abs(g) <= 0.01 for g in gaps.values())} (largest gap "
+             f"{max(abs(g) for g in gaps.values()):.3f}).",
+             f"- OneCoinDawidSkene on S_Rel: {row['s4_relevance', 'OneCoinDS']['accuracy']:.3f} "
+             f"(crowd-kit {row['s4_relevance', 'OneCoinDS']['crowdkit_accuracy']:.3f}, "
+             "collapsed).",
+             f"- DS on S_Rel: {srel('DS'):.1f}× crowd-kit warm, same accuracy and iteration count "
+             f"({row['s4_relevance', 'DS']['n_iter']} vs "
+             f"{row['s4_relevance', 'DS']['crowdkit_n_iter']}); log-likelihood "
+             f"{row['s4_relevance', 'DS']['log_likelihood']:.1f}.",
+             f"- GLAD: {srel('GLAD'):.0f}× on S_Rel, median {med(speed('GLAD')):.0f}× over all "
+             f"sets (min {speed('GLAD')[0]:.0f}×, on the smallest sets, where fixed per-call "
+             "costs dominate).",
+             f"- MACE: {srel('MACE'):.0f}× on S_Rel, median {med(speed('MACE')):.0f}× (min "
+             f"{speed('MACE')[0]:.0f}×): **below the 100× target**. Its restarts draw their "
+             "starts from `jax.random` while crowd-kit reuses one NumPy seed for every restart, "
+             "so the two land on different optima (D_Product 0.834 against 0.929, S_Rel 0.608 "
+             "against 0.501).", ""]
+    return lines
+
+
 def write(out):
     (RESULTS / "crowd.json").write_text(json.dumps(out, indent=1, allow_nan=False))
     md = ["# Crowd label sets: the crowd zoo against crowd-kit, and semi-supervised BDA (issue 5)",
@@ -179,6 +210,7 @@ def write(out):
         md.append("")
     zoo = out.get("zoo")
     if zoo:
+        md += done_when(zoo)
         md += ["## The crowd zoo against crowd-kit 1.4.2", "",
                "| set | method | accuracy | crowd-kit | published | warm s | crowd-kit s | "
                "speed-up | iterations (ours / crowd-kit) |", "|---|---|---|---|---|---|---|---|---|"]
