@@ -583,6 +583,21 @@ class _PerTaskModel(_Crowd):
                         "new data (predict_proba() without data returns the fitted tasks)",
                         field="data")
 
+    def _rows(self, data, true_labels):
+        """(pairs, [T] gold slots or None, label rows) of ``data``; remembers the names."""
+        pairs = self._pairs(data)
+        self._remember(pairs)
+        return pairs, self._gold(pairs, true_labels), _label_rows(pairs, self.votes)
+
+    def _store(self, pairs, res):
+        """Common fitted attributes from a result with ``log_posterior``, ``n_iter``,
+        ``converged`` and ``log_likelihood``; sets ``probas_`` / ``labels_``."""
+        self.n_iter_, self.converged_ = int(res.n_iter), bool(res.converged)
+        self.log_likelihood_ = float(res.log_likelihood)
+        log_proba = np.asarray(res.log_posterior, np.float64)
+        proba = np.where(np.asarray(pairs.mask), np.exp(log_proba), 0.0)
+        return self._finish(pairs, proba, log_proba)
+
     def _check_votes(self):
         if self.votes not in ("round0", "all"):
             raise DataError(f"votes must be 'round0' or 'all', got {self.votes!r}",
@@ -618,26 +633,19 @@ class GLAD(_PerTaskModel):
 
     def fit(self, data, true_labels=None) -> "GLAD":
         from .glad import glad_em
-        pairs = self._pairs(data)
-        self._remember(pairs)
-        gold = self._gold(pairs, true_labels)
-        task, worker, label = _label_rows(pairs, self.votes)
+        pairs, gold, (task, worker, label) = self._rows(data, true_labels)
         res = glad_em(task, worker, label, pairs.n_tasks, pairs.n_agents, len(self.classes_),
                       mask=np.asarray(pairs.mask), gold=gold, n_iter=self.n_iter, tol=self.tol,
                       m_step_max_iter=self.m_step_max_iter, m_step_tol=self.m_step_tol,
                       alpha_prior_mean=self.alphas_priors_mean,
                       log_beta_prior_mean=self.betas_priors_mean, dtype=self.dtype)
         pd = _pd()
-        self.n_iter_, self.converged_ = int(res.n_iter), bool(res.converged)
-        self.log_likelihood_ = float(res.log_likelihood)
-        self.loss_history_ = np.asarray(res.loss_history, np.float64)[:self.n_iter_].tolist()
+        self.loss_history_ = np.asarray(res.loss_history, np.float64)[:int(res.n_iter)].tolist()
         self.alphas_ = pd.Series(np.asarray(res.params.alpha, np.float64),
                                  index=pd.Index(self.workers_, name="worker"), name="alpha")
         self.betas_ = pd.Series(np.asarray(res.params.log_beta, np.float64), index=self.tasks_,
                                 name="beta")
-        log_proba = np.asarray(res.log_posterior, np.float64)
-        proba = np.where(np.asarray(pairs.mask), np.exp(log_proba), 0.0)
-        return self._finish(pairs, proba, log_proba)
+        return self._store(pairs, res)
 
 
 class MACE(_PerTaskModel):
@@ -663,20 +671,13 @@ class MACE(_PerTaskModel):
 
     def fit(self, data, true_labels=None) -> "MACE":
         from .mace import mace_em
-        pairs = self._pairs(data)
-        self._remember(pairs)
-        gold = self._gold(pairs, true_labels)
-        task, worker, label = _label_rows(pairs, self.votes)
+        pairs, gold, (task, worker, label) = self._rows(data, true_labels)
         res = mace_em(jax.random.key(self.seed), task, worker, label, pairs.n_tasks,
                       pairs.n_agents, len(self.classes_), mask=np.asarray(pairs.mask),
                       gold=gold, n_restarts=self.n_restarts, n_iter=self.n_iter,
                       method=self.method, alpha=self.alpha, beta=self.beta,
                       default_noise=self.default_noise)
-        self.n_iter_, self.converged_ = int(res.n_iter), bool(res.converged)
-        self.log_likelihood_ = float(res.log_likelihood)
         self.spamming_ = np.stack([np.asarray(res.params.spam, np.float64),
                                    np.asarray(res.params.competence, np.float64)], axis=1)
         self.thetas_ = np.asarray(res.params.strategy, np.float64)
-        log_proba = np.asarray(res.log_posterior, np.float64)
-        proba = np.where(np.asarray(pairs.mask), np.exp(log_proba), 0.0)
-        return self._finish(pairs, proba, log_proba)
+        return self._store(pairs, res)
