@@ -44,6 +44,15 @@ class CountsInfo:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+def _take_info(info: CountsInfo | None, index) -> CountsInfo | None:
+    """The names of the tasks ``index`` (agents, vocab and notes kept)."""
+    if info is None:
+        return None
+    pick = lambda seq: None if seq is None else tuple(seq[j] for j in index)
+    return CountsInfo(info.agents, pick(info.task_ids), pick(info.candidates), info.vocab,
+                      info.clusters, dict(info.notes))
+
+
 @jax.tree_util.register_pytree_node_class
 class Counts:
     """Count tensors of T tasks, I agents, K (=K_max) candidate slots. A JAX pytree.
@@ -107,12 +116,7 @@ class Counts:
         if index.dtype == bool:
             index = np.flatnonzero(index)
         sub = [np.asarray(getattr(self, f))[index] for f in _ARRAY_FIELDS]
-        info = self.info
-        if info is not None:
-            pick = lambda seq: None if seq is None else tuple(seq[j] for j in index)
-            info = CountsInfo(info.agents, pick(info.task_ids), pick(info.candidates), info.vocab,
-                              info.clusters, dict(info.notes))
-        return Counts(*sub, info=info)
+        return Counts(*sub, info=_take_info(self.info, index))
 
     def to_pairs(self) -> "PairCounts":
         """The same counts in the sparse pair layout (:class:`PairCounts`): one row per
@@ -285,13 +289,8 @@ class PairCounts:
         per_pair = [np.asarray(getattr(self, f))[rows] for f in ("agent", "N", "e", "c", "e0",
                                                                  "conf0")]
         task_level = [np.asarray(getattr(self, f))[index] for f in _TASK_FIELDS]
-        info = self.info
-        if info is not None:
-            pick = lambda seq: None if seq is None else tuple(seq[j] for j in index)
-            info = CountsInfo(info.agents, pick(info.task_ids), pick(info.candidates), info.vocab,
-                              info.clusters, dict(info.notes))
         return PairCounts(new_task.astype(np.int32), *per_pair, *task_level, n_tasks=index.size,
-                          n_agents=self.n_agents, info=info)
+                          n_agents=self.n_agents, info=_take_info(self.info, index))
 
 
 def _int_array(x, name, allow_neg=False) -> np.ndarray:
