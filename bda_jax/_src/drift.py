@@ -43,7 +43,8 @@ import numpy as np
 
 from .counts import Counts, tally
 from .errors import ArtifactError, DataError
-from .fitting import fit_confusion, labeled_weights
+from .fitting import fit_confusion
+from .selection import training_weights
 
 __all__ = ["row_drift", "noise_floor", "DriftReport", "RowDriftMonitor", "SleeperStudy",
            "sleeper_study", "F_GRID"]
@@ -55,15 +56,9 @@ F_GRID = tuple(round(0.1 * k, 1) for k in range(11))
 # --------------------------------------------------------------------------- the statistic
 
 def _weights(counts: Counts, weights) -> jax.Array:
-    """[T] row-fitting weights: ``weights`` (default 1) on tasks whose gold is a candidate."""
-    T = counts.N.shape[0]
-    if weights is None:
-        w = jnp.ones(T, jnp.float32)
-    else:
-        w = jnp.asarray(weights, jnp.float32)
-        if w.shape != (T,):
-            raise DataError(f"weights must be [T] = [{T}], got shape {w.shape}", field="weights")
-    return w * labeled_weights(counts) * (jnp.asarray(counts.gold) >= 0)
+    """[T] row-fitting weights: ``weights`` (default 1) on tasks whose gold is a candidate
+    (checked as every training weight is: :func:`~bda_jax._src.selection.training_weights`)."""
+    return jnp.asarray(training_weights(counts, weights)) * (jnp.asarray(counts.gold) >= 0)
 
 
 def _rows(counts: Counts, lam, w):
