@@ -121,6 +121,9 @@ def test_learns_to_invert_wrong_workers_from_gold():
     assert (skills[["w08", "w09"]] < 0.35).all() and (skills.iloc[:8] > 0.6).all()
     assert len(model.cv_) == 12 and model.kappa_ in (2.0, 8.0, 32.0, 128.0)
     assert model.n_iter_ >= 1 and model.converged_
+    assert model.predict_proba() is model.probas_ and model.predict() is model.labels_
+    with pytest.raises(bda.DataError):                 # per-task model: refit on new data
+        model.predict_proba(df)
 
 
 def test_workers_without_gold_shrink_to_the_crowd():

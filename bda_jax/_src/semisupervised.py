@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .counts import PairCounts
+from .crowd import _PerTaskModel
 from .errors import DataError
 
 __all__ = ["SemiSupervisedResult", "semisupervised_em", "crowd_prior", "SemiSupervisedBDA",
@@ -188,17 +189,18 @@ def _check_grid(values, name):
     return out
 
 
-class SemiSupervisedBDA:
+class SemiSupervisedBDA(_PerTaskModel):
     """Semi-supervised BDA for crowd labels (crowd-kit surface; module docstring for the model).
 
-    ``fit(data, true_labels)``: ``data`` a DataFrame with columns task, worker, label (or a
-    :class:`~bda_jax.PairCounts`), ``true_labels`` a Series task -> label for the gold subset
-    (or, with PairCounts, its ``gold`` array is used). κ, τ and the model are chosen by
+    ``fit(data, true_labels)``: ``data`` a DataFrame with columns task, worker, label (or
+    traces, Counts, :class:`~bda_jax.PairCounts`), ``true_labels`` a Series task -> label for the
+    gold subset, or [T] slots (-1: unknown); without it the data's own ``gold`` is used (counts,
+    traces). κ, τ and the model are chosen by
     ``folds``-fold cross-validation of the Brier score over the gold tasks (folds drawn from
     ``seed``); with fewer than ``2 * folds`` gold tasks the first grid values are used.
 
     Fitted attributes: ``probas_`` (DataFrame task x label; gold tasks one-hot), ``labels_``
-    (Series; ties to the first label), ``skills_`` (one-coin: posterior mean reliability per
+    (Series; exact ties broken at random from ``seed``, or ``tie_break="first"``), ``skills_`` (one-coin: posterior mean reliability per
     worker; confusion: mean diagonal), ``errors_`` (confusion: per-worker posterior mean rows,
     a DataFrame indexed by (worker, true label)), ``model_``, ``kappa_``, ``tau_``,
     ``cv_`` (one row per grid point: model, kappa, tau, brier), ``n_iter_``, ``converged_``.
@@ -215,7 +217,7 @@ class SemiSupervisedBDA:
     def __init__(self, model: str = "auto",
                  kappa_grid: Sequence[float] = (2.0, 8.0, 32.0, 128.0),
                  tau_grid: Sequence[float] = (0.5, 0.75, 1.0), folds: int = 5, seed: int = 0,
-                 n_iter: int = 100, tol: float = 1e-5):
+                 n_iter: int = 100, tol: float = 1e-5, *, tie_break: str = "random"):
         if model not in MODELS + ("auto",):
             raise DataError(f"model must be one of {MODELS + ('auto',)}, got {model!r}",
                             field="model")
@@ -225,39 +227,17 @@ class SemiSupervisedBDA:
         self.kappa_grid = _check_grid(kappa_grid, "kappa_grid")
         self.tau_grid = _check_grid(tau_grid, "tau_grid")
         self.n_iter, self.tol = int(n_iter), float(tol)
-
-    # ------------------------------------------------------------------ data
-    def _pairs(self, data, true_labels):
-        from .crowd import pairs_from_frame          # the crowd zoo's DataFrame -> pairs path
-        if isinstance(data, PairCounts):
-            if true_labels is not None:
-                raise DataError("with PairCounts, gold comes from its gold array; pass "
-                                "true_labels=None", field="true_labels")
-            return data
-        pairs = pairs_from_frame(data)
-        gold = np.full(pairs.n_tasks, -1, np.int32)
-        if true_labels is not None:
-            tasks = {t: j for j, t in enumerate(pairs.task_ids)}
-            labels = {lab: j for j, lab in enumerate(pairs.vocab)}
-            for t, lab in dict(true_labels).items():
-                if t not in tasks:
-                    raise DataError(f"true_labels names task {t!r}, which has no labels",
-                                    task_id=str(t), field="true_labels")
-                if lab not in labels:
-                    raise DataError(f"true label {lab!r} is not one of {list(pairs.vocab)}",
-                                    task_id=str(t), field="true_labels")
-                gold[tasks[t]] = labels[lab]
-        return PairCounts(pairs.task, pairs.agent, pairs.N, pairs.e, pairs.c, pairs.e0,
-                          pairs.conf0, pairs.mask, pairs.K, gold, pairs.gold_missing,
-                          pairs.cluster, n_tasks=pairs.n_tasks, n_agents=pairs.n_agents,
-                          info=pairs.info)
+        self.votes, self.tie_break = "round0", tie_break
+        self._check_votes()
 
     # ------------------------------------------------------------------ fit
     def fit(self, data, true_labels=None) -> "SemiSupervisedBDA":
-        pairs = self._pairs(data, true_labels)
+        pairs = self._pairs(data)
+        self._remember(pairs)
+        gold = self._gold(pairs, true_labels)
+        gold = np.asarray(pairs.gold if gold is None else gold, np.int32)
         votes = np.asarray(pairs.e0, np.float32)
-        task, agent = np.asarray(pairs.task), np.asarray(pairs.agent)
-        mask, gold = np.asarray(pairs.mask), np.asarray(pairs.gold, np.int32)
+        task, agent, mask = np.asarray(pairs.task), np.asarray(pairs.agent), np.asarray(pairs.mask)
         labeled = np.flatnonzero(gold >= 0)
         if labeled.size == 0:
             raise DataError("semi-supervised BDA needs some gold labels (true_labels)",
@@ -307,14 +287,7 @@ class SemiSupervisedBDA:
 
     def _store(self, pairs: PairCounts, res: SemiSupervisedResult) -> None:
         import pandas as pd
-        proba = np.asarray(res.proba, np.float64)
-        labels = list(pairs.vocab) if pairs.vocab is not None else list(range(proba.shape[1]))
-        tasks = list(pairs.task_ids) if pairs.task_ids is not None else list(range(len(proba)))
-        workers = list(pairs.agents) if pairs.agents is not None else list(
-            range(pairs.n_agents))
-        self.probas_ = pd.DataFrame(proba, index=pd.Index(tasks, name="task"), columns=labels)
-        self.labels_ = pd.Series([labels[j] for j in proba.argmax(1)],
-                                 index=pd.Index(tasks, name="task"), name="agg_label")
+        workers = pd.Index(self.workers_, name="worker")
         alpha = np.asarray(res.alpha, np.float64)
         if self.model_ == "onecoin":
             skill = alpha[:, 0, 0] / (alpha[:, 0, 0] + alpha[:, 0, 1])
@@ -322,15 +295,12 @@ class SemiSupervisedBDA:
         else:
             rows = alpha / np.maximum(alpha.sum(-1, keepdims=True), _TINY)
             skill = np.einsum("ikk->ik", rows).mean(1)
-            index = pd.MultiIndex.from_product([workers, labels], names=["worker", "label"])
+            index = pd.MultiIndex.from_product([self.workers_, self.classes_],
+                                               names=["worker", "label"])
             self.errors_ = pd.DataFrame(rows.reshape(-1, rows.shape[-1]), index=index,
-                                        columns=labels)
-        self.skills_ = pd.Series(skill, index=pd.Index(workers, name="worker"), name="skill")
+                                        columns=self.classes_)
+        self.skills_ = pd.Series(skill, index=workers, name="skill")
         self.n_iter_ = int(res.n_iter)
         self.converged_ = bool(res.converged)
-
-    def fit_predict_proba(self, data, true_labels=None):
-        return self.fit(data, true_labels).probas_
-
-    def fit_predict(self, data, true_labels=None):
-        return self.fit(data, true_labels).labels_
+        proba = np.asarray(res.proba, np.float64)
+        self._finish(pairs, proba, proba)
