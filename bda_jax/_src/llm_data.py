@@ -651,11 +651,7 @@ def _load_du_format(path, *, task: str | None, agent_names, agent_meta,
         if not move_list:      # nothing parsed at all: the task is left out (and reported)
             dropped.append(task_id)
             continue
-        if this_task == "mmlu":
-            candidates = tuple(letters)
-        else:
-            candidates = tuple(dict.fromkeys(m.answer for m in move_list
-                                             if m.answer is not None))
+        candidates = tuple(letters) if this_task == "mmlu" else _said(move_list)
         traces.append(Trace(task_id, tuple(move_list), candidates, gold, cluster=task_id,
                             extra=extra))
     report = _build_report(path, task or "auto", records, chance, min_parse_rate, max_examples,
@@ -874,6 +870,11 @@ def _idx(value, where) -> int:
     if out < 0:
         raise DataError(f"idx must be non-negative, got {out}", field="idx", **where)
     return out
+
+
+def _said(moves) -> tuple[str, ...]:
+    """Open answer space: the distinct answers the moves state, first said first."""
+    return tuple(dict.fromkeys(m.answer for m in moves if m.answer is not None))
 
 
 def _jsonl_records(path: Path):
@@ -1139,11 +1140,7 @@ def load_dase_history(path, gold=None, *, benchmark: str | None = None, moves: s
                                 **where)
             skipped[idx] = "no usable answer in any round"
             continue
-        if bench == "gpqa":
-            candidates = tuple(_LETTERS)
-        else:
-            candidates = tuple(dict.fromkeys(m.answer for m in move_list
-                                             if m.answer is not None))
+        candidates = tuple(_LETTERS) if bench == "gpqa" else _said(move_list)
         g = None
         if gold_map is not None and idx in gold_map:
             g = gold_map[idx]
