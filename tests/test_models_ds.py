@@ -1,0 +1,120 @@
+"""Bayesian Dawid–Skene (models/dawid_skene.py) and its ArviZ helpers (issue 6)."""
+import numpy as np
+import jax
+import pytest
+from scipy.special import logsumexp
+
+try:  # installed (pyproject maps models/ to bda_jax.models)
+    from bda_jax.models import dawid_skene as ds, _diagnostics as dg
+except ImportError:  # source tree with PYTHONPATH=.
+    from models import dawid_skene as ds, _diagnostics as dg
+
+
+def simulate(rng, T, conf, prior, p_answer=1.0):
+    """Sparse layout; each worker answers each task with probability p_answer."""
+    W, K, _ = conf.shape
+    truth = rng.choice(K, size=T, p=prior)
+    task, worker, label = [], [], []
+    for t in range(T):
+        for w in range(W):
+            if rng.random() < p_answer:
+                task.append(t); worker.append(w)
+                label.append(rng.choice(K, p=conf[w, truth[t]]))
+    return np.array(task), np.array(worker), np.array(label), truth
+
+
+def ref_log_lik(task, worker, label, pi, conf, T, gold=None):
+    """numpy/scipy reference: explicit loop over labels, logsumexp over classes."""
+    joint = np.tile(np.log(pi), (T, 1))
+    for t, w, l in zip(task, worker, label):
+        joint[t] += np.log(conf[w, :, l])
+    ll = logsumexp(joint, axis=1)
+    if gold is not None:
+        ll = np.where(gold >= 0, joint[np.arange(T), np.clip(gold, 0, None)], ll)
+    return ll
+
+
+def test_log_lik_matches_reference(rng):
+    T, W, K = 30, 4, 3
+    task, worker, label, _ = simulate(rng, T, rng.dirichlet(np.ones(K) * 2, size=(W, K)),
+                                      np.ones(K) / K, p_answer=0.7)
+    # duplicate some labels (same worker answers twice) and leave a task unlabelled
+    task = np.concatenate([task, task[:5]]); worker = np.concatenate([worker, worker[:5]])
+    label = np.concatenate([label, label[:5]])
+    keep = task != 7
+    task, worker, label = task[keep], worker[keep], label[keep]
+    pi = rng.dirichlet(np.ones(K)); conf = rng.dirichlet(np.ones(K), size=(W, K))
+    gold = np.full(T, -1); gold[[1, 2, 7]] = [0, 2, 1]
+    for g in (None, gold):
+        data = ds.prepare(task, worker, label, K=K, n_tasks=T, n_workers=W, gold=g)
+        got = np.asarray(ds.task_log_lik({"pi": jax.numpy.asarray(pi), "conf": jax.numpy.asarray(conf)}, data))
+        np.testing.assert_allclose(got, ref_log_lik(task, worker, label, pi, conf, T, g), rtol=1e-5, atol=1e-5)
+
+
+def test_map_recovers_confusion(rng):
+    K = 3
+    conf = np.array([[[.8, .1, .1], [.1, .8, .1], [.1, .1, .8]],
+                     [[.7, .2, .1], [.1, .7, .2], [.2, .1, .7]],
+                     [[.9, .05, .05], [.3, .6, .1], [.3, .1, .6]],
+                     [[.6, .3, .1], [.1, .8, .1], [.1, .3, .6]]])
+    task, worker, label, truth = simulate(rng, 3000, conf, np.array([.5, .3, .2]))
+    data = ds.prepare(task, worker, label, K=K)
+    est = ds.fit_map(jax.random.key(0), data, steps=800, lr=0.08)
+    assert np.abs(np.asarray(est["conf"]) - conf).max() < 0.06
+    assert np.abs(np.asarray(est["pi"]) - [.5, .3, .2]).max() < 0.04
+
+
+def test_gold_clamping(rng):
+    K, W = 3, 3
+    conf = np.broadcast_to(np.full((K, K), .1) + .7 * np.eye(K), (W, K, K))
+    task, worker, label, truth = simulate(rng, 50, conf, np.ones(K) / K)
+    gold = np.full(50, -1); gold[:10] = (truth[:10] + 1) % K   # deliberately contrary gold
+    data = ds.prepare(task, worker, label, K=K, gold=gold)
+    params = ds.default_init(data)
+    lp = np.asarray(ds.task_class_log_post(params, data))
+    np.testing.assert_allclose(np.exp(lp[:10]), np.eye(K)[gold[:10]])
+    samples = {k: v[None] for k, v in params.items()}
+    np.testing.assert_allclose(np.asarray(ds.task_posterior(samples, data))[:10], np.eye(K)[gold[:10]])
+    # unclamped tasks are unaffected by the clamps of others
+    free = ds.prepare(task, worker, label, K=K)
+    np.testing.assert_allclose(lp[10:], np.asarray(ds.task_class_log_post(params, free))[10:], atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def nuts_fit():
+    rng = np.random.default_rng(7)
+    K, good = 3, np.full((3, 3), .15) + .55 * np.eye(3)
+    adversary = np.roll(np.eye(3) * .7 + .1, 1, axis=1)       # answers the next class 80 %
+    conf = np.stack([good, good, adversary, adversary, good])
+    task, worker, label, truth = simulate(rng, 200, conf, np.ones(K) / K)
+    data = ds.prepare(task, worker, label, K=K)
+    mcmc = ds.run_nuts(jax.random.key(3), data, num_warmup=75, num_samples=75, num_chains=2,
+                       chain_method="vectorized")
+    return data, mcmc, (task, worker, label, truth)
+
+
+def test_nuts_tiny_beats_majority(nuts_fit):
+    data, mcmc, (task, worker, label, truth) = nuts_fit
+    samples = mcmc.get_samples(group_by_chain=True)
+    dt = dg.to_datatree(mcmc, ds.posterior_log_lik(samples, data))
+    diag = dg.convergence(dt)
+    assert np.isfinite(diag["max_rhat"]) and diag["min_ess_bulk"] > 0
+    acc = (np.asarray(ds.task_posterior(samples, data)).argmax(1) == truth).mean()
+    votes = np.zeros((data.n_tasks, data.K)); np.add.at(votes, (task, label), 1)
+    mv = (votes.argmax(1) == truth).mean()
+    assert acc > mv + 0.05, (acc, mv)
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto:UserWarning")  # tiny data
+def test_datatree_log_likelihood_group(nuts_fit):
+    data, mcmc, _ = nuts_fit
+    samples = mcmc.get_samples(group_by_chain=True)
+    ll = ds.posterior_log_lik(samples, data)
+    dt = dg.to_datatree(mcmc, ll)
+    assert dict(dt["log_likelihood"]["log_lik"].sizes) == {"chain": 2, "draw": 75, "task": data.n_tasks}
+    # the hand-computed values equal NumPyro's own log-likelihood of the factor site
+    from numpyro.infer import log_likelihood
+    nll = log_likelihood(ds.ds_model, mcmc.get_samples(), data)["log_lik"]
+    np.testing.assert_allclose(np.asarray(nll), np.asarray(ll).reshape(150, -1), rtol=1e-5, atol=1e-4)
+    import arviz as az
+    assert np.isfinite(float(az.loo(dt, var_name="log_lik").elpd))
