@@ -36,6 +36,7 @@ import jax  # noqa: E402
 
 from bda_jax import crowd  # noqa: E402
 from bda_jax.datasets import list_crowd, load_crowd  # noqa: E402
+from bda_jax.metrics import brier_mc  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 # our registry name -> the name benchmarks/crowdkit_reference.py used
@@ -124,7 +125,8 @@ def run_semi(seeds=(0, 1, 2), fraction=0.1):
         ds = crowd.DawidSkene(n_iter=100, tol=1e-5).fit(data.labels)
         for seed in seeds:
             rng = np.random.default_rng(seed)
-            known = data.gold.iloc[rng.permutation(len(data.gold))[: len(data.gold) // 10]]
+            n_known = int(len(data.gold) * fraction)
+            known = data.gold.iloc[rng.permutation(len(data.gold))[:n_known]]
             hidden = data.gold.index.difference(known.index)
             t0 = time.perf_counter()
             semi = crowd.SemiSupervisedBDA(seed=seed).fit(data.labels, true_labels=known)
@@ -132,12 +134,12 @@ def run_semi(seeds=(0, 1, 2), fraction=0.1):
             row = {"dataset": name, "seed": seed, "n_gold_seen": int(len(known)),
                    "n_scored": int(len(hidden)), "model": semi.model_, "kappa": semi.kappa_,
                    "tau": semi.tau_, "seconds": seconds}
-            for arm, proba in (("ds", ds.probas_), ("semi_bda", semi.probas_)):
-                p = proba.loc[hidden]
-                y = (np.asarray(p.columns.astype(str))[None, :]
-                     == data.gold.loc[hidden].astype(str).to_numpy()[:, None])
-                row[f"brier_{arm}"] = float(((p.to_numpy() - y) ** 2).sum(1).mean())
-                row[f"accuracy_{arm}"] = float((p.to_numpy().argmax(1) == y.argmax(1)).mean())
+            for arm, model in (("ds", ds), ("semi_bda", semi)):
+                p = model.probas_.loc[hidden]
+                gold = p.columns.astype(str).get_indexer(data.gold.loc[hidden].astype(str))
+                row[f"brier_{arm}"] = float(brier_mc(p.to_numpy(), gold))
+                row[f"accuracy_{arm}"] = float(
+                    (model.labels_.loc[hidden].astype(str) == data.gold.loc[hidden]).mean())
             rows.append(row)
             print(f"{name:12s} seed {seed}: Brier DS {row['brier_ds']:.4f} semi-BDA "
                   f"{row['brier_semi_bda']:.4f} ({semi.model_}, kappa {semi.kappa_:g}, tau "
