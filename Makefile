@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(VENV)/bin/bda demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q bda_jax tests
+	$(VENV)/bin/python -m pytest -q bda_jax models tests
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/bench_onecoin.py

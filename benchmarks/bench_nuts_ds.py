@@ -26,9 +26,9 @@ sys.path.insert(0, str(HERE.parent))
 from crowdkit_synthetic import make_synthetic_ds  # noqa: E402
 
 try:
-    from bda_jax.models import dawid_skene as ds, _diagnostics as dg  # noqa: E402
+    from bda_jax.models import dawid_skene as ds, _diagnostics as dg, inference as inf  # noqa: E402
 except ImportError:
-    from models import dawid_skene as ds, _diagnostics as dg  # noqa: E402
+    from models import dawid_skene as ds, _diagnostics as dg, inference as inf  # noqa: E402
 
 
 def main(out=HERE / "results" / "nuts_ds_cpu.json"):
@@ -60,11 +60,11 @@ def main(out=HERE / "results" / "nuts_ds_cpu.json"):
             times.append(time.perf_counter() - t0)
         samples = mcmc.get_samples(group_by_chain=True)
         t0 = time.perf_counter()
-        ll = jax.block_until_ready(ds.posterior_log_lik(samples, data))
+        ll = jax.block_until_ready(inf.draws_log_lik(ds.SPEC, samples, data))
         ll_s = time.perf_counter() - t0
         dt = dg.to_datatree(mcmc, ll)
         conv = dg.convergence(dt)
-        probs = np.asarray(ds.task_posterior(samples, data))
+        probs = np.asarray(inf.class_posterior(ds.SPEC, samples, data))
         acc = float((probs.argmax(1) == truth).mean())
         steps = np.asarray(mcmc.get_extra_fields()["num_steps"])
         record["runs"][method] = {

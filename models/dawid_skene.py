@@ -25,9 +25,8 @@ Speed: tasks with identical answer patterns (same multiset of (worker, label) pa
 have identical likelihood terms, so :func:`prepare` groups them ("patterns", U ≤ T of them) and the
 model evaluates U × K terms, then gathers them back to the T tasks.
 
-Inference on the same model function: :func:`run_nuts` (NUTS) and :func:`fit_map` (SVI with
-``AutoDelta`` and an optax optimizer). :func:`task_posterior` averages the per-task class posteriors
-over the draws.
+Inference: :data:`SPEC` describes the model to :mod:`models.inference` (NUTS, SVI with an
+autoguide and optax, MAP; per-task log-likelihoods and class posteriors over the draws).
 
 >>> import numpy as np, jax
 >>> data = prepare(np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([2, 2, 1]), K=3)
@@ -46,13 +45,12 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-import optax
-from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_value
-from numpyro.infer.autoguide import AutoDelta
+
+from .inference import ModelSpec
 
 __all__ = [
     "DSData", "DSPrior", "prepare", "ds_model", "task_log_lik", "task_class_log_post",
-    "default_init", "run_nuts", "fit_map", "task_posterior", "posterior_log_lik",
+    "default_init", "SPEC",
 ]
 
 
@@ -177,42 +175,6 @@ def default_init(data: DSData, acc: float = 0.7):
     return {"pi": jnp.full(K, 1.0 / K), "conf": conf}
 
 
-def run_nuts(key, data: DSData, prior: DSPrior = DSPrior(), num_warmup=500, num_samples=500,
-             num_chains=1, chain_method="sequential", progress_bar=False, **nuts_kw) -> MCMC:
-    """NUTS on :func:`ds_model`, started at :func:`default_init` (against label switching)."""
-    kernel = NUTS(ds_model, init_strategy=init_to_value(values=default_init(data)), **nuts_kw)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method=chain_method, progress_bar=progress_bar)
-    mcmc.run(key, data, prior)
-    return mcmc
-
-
-def fit_map(key, data: DSData, prior: DSPrior = DSPrior(), steps=2000, lr=0.05):
-    """MAP by SVI with ``AutoDelta`` and optax Adam on :func:`ds_model`; returns {pi, conf}."""
-    guide = AutoDelta(ds_model, init_loc_fn=init_to_value(values=default_init(data)))
-    svi = SVI(ds_model, guide, optax.adam(lr), Trace_ELBO())
-    res = svi.run(key, steps, data, prior, progress_bar=False)
-    return guide.median(res.params)
-
-
-def posterior_log_lik(samples, data: DSData, batch_size=64):
-    """Per-task log-likelihood for every draw: samples with leading dims [..., ] -> [..., T]."""
-    lead = samples["pi"].shape[:-1]
-    flat = {k: v.reshape((-1,) + v.shape[len(lead):]) for k, v in samples.items() if k in ("pi", "conf")}
-    out = jax.lax.map(lambda p: task_log_lik(p, data), flat, batch_size=batch_size)
-    return out.reshape(lead + (data.n_tasks,))
-
-
-def task_posterior(samples, data: DSData, batch_size=64):
-    """Posterior class probabilities [T, K]: the per-task class posteriors averaged over draws."""
-    flat = {k: v.reshape((-1,) + v.shape[v.ndim - (1 if k == "pi" else 3):])
-            for k, v in samples.items() if k in ("pi", "conf")}
-
-    def one(p):  # per-pattern class posterior [U, K]; averaged over draws, then gathered to tasks
-        joint = _pattern_joint(p["pi"], p["conf"], data)
-        return jax.nn.softmax(joint, axis=-1)
-
-    probs = jax.lax.map(one, flat, batch_size=batch_size).mean(0)
-    onehot = jax.nn.one_hot(jnp.clip(data.pat_gold, 0), data.K)
-    probs = jnp.where(data.pat_gold[:, None] >= 0, onehot, probs)
-    return probs[data.task_pat]
+SPEC = ModelSpec("dawid_skene", ds_model, default_init, task_log_lik, task_class_log_post,
+                 DSPrior())
+"""The model for :mod:`models.inference` (``run_nuts``, ``fit_svi``, ``fit_map``, ...)."""

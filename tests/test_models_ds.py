@@ -5,9 +5,9 @@ import pytest
 from scipy.special import logsumexp
 
 try:  # installed (pyproject maps models/ to bda_jax.models)
-    from bda_jax.models import dawid_skene as ds, _diagnostics as dg
+    from bda_jax.models import dawid_skene as ds, _diagnostics as dg, inference as inf
 except ImportError:  # source tree with PYTHONPATH=.
-    from models import dawid_skene as ds, _diagnostics as dg
+    from models import dawid_skene as ds, _diagnostics as dg, inference as inf
 
 
 def simulate(rng, T, conf, prior, p_answer=1.0):
@@ -59,7 +59,7 @@ def test_map_recovers_confusion(rng):
                      [[.6, .3, .1], [.1, .8, .1], [.1, .3, .6]]])
     task, worker, label, truth = simulate(rng, 3000, conf, np.array([.5, .3, .2]))
     data = ds.prepare(task, worker, label, K=K)
-    est = ds.fit_map(jax.random.key(0), data, steps=800, lr=0.08)
+    est = inf.fit_map(jax.random.key(0), ds.SPEC, data, steps=800, lr=0.08)
     assert np.abs(np.asarray(est["conf"]) - conf).max() < 0.06
     assert np.abs(np.asarray(est["pi"]) - [.5, .3, .2]).max() < 0.04
 
@@ -74,7 +74,7 @@ def test_gold_clamping(rng):
     lp = np.asarray(ds.task_class_log_post(params, data))
     np.testing.assert_allclose(np.exp(lp[:10]), np.eye(K)[gold[:10]])
     samples = {k: v[None] for k, v in params.items()}
-    np.testing.assert_allclose(np.asarray(ds.task_posterior(samples, data))[:10], np.eye(K)[gold[:10]])
+    np.testing.assert_allclose(np.asarray(inf.class_posterior(ds.SPEC, samples, data))[:10], np.eye(K)[gold[:10]])
     # unclamped tasks are unaffected by the clamps of others
     free = ds.prepare(task, worker, label, K=K)
     np.testing.assert_allclose(lp[10:], np.asarray(ds.task_class_log_post(params, free))[10:], atol=1e-6)
@@ -88,7 +88,7 @@ def nuts_fit():
     conf = np.stack([good, good, adversary, adversary, good])
     task, worker, label, truth = simulate(rng, 200, conf, np.ones(K) / K)
     data = ds.prepare(task, worker, label, K=K)
-    mcmc = ds.run_nuts(jax.random.key(3), data, num_warmup=75, num_samples=75, num_chains=2,
+    mcmc = inf.run_nuts(jax.random.key(3), ds.SPEC, data, num_warmup=75, num_samples=75, num_chains=2,
                        chain_method="vectorized")
     return data, mcmc, (task, worker, label, truth)
 
@@ -96,10 +96,10 @@ def nuts_fit():
 def test_nuts_tiny_beats_majority(nuts_fit):
     data, mcmc, (task, worker, label, truth) = nuts_fit
     samples = mcmc.get_samples(group_by_chain=True)
-    dt = dg.to_datatree(mcmc, ds.posterior_log_lik(samples, data))
+    dt = dg.to_datatree(mcmc, inf.draws_log_lik(ds.SPEC, samples, data))
     diag = dg.convergence(dt)
     assert np.isfinite(diag["max_rhat"]) and diag["min_ess_bulk"] > 0
-    acc = (np.asarray(ds.task_posterior(samples, data)).argmax(1) == truth).mean()
+    acc = (np.asarray(inf.class_posterior(ds.SPEC, samples, data)).argmax(1) == truth).mean()
     votes = np.zeros((data.n_tasks, data.K)); np.add.at(votes, (task, label), 1)
     mv = (votes.argmax(1) == truth).mean()
     assert acc > mv + 0.05, (acc, mv)
@@ -109,7 +109,7 @@ def test_nuts_tiny_beats_majority(nuts_fit):
 def test_datatree_log_likelihood_group(nuts_fit):
     data, mcmc, _ = nuts_fit
     samples = mcmc.get_samples(group_by_chain=True)
-    ll = ds.posterior_log_lik(samples, data)
+    ll = inf.draws_log_lik(ds.SPEC, samples, data)
     dt = dg.to_datatree(mcmc, ll)
     assert dict(dt["log_likelihood"]["log_lik"].sizes) == {"chain": 2, "draw": 75, "task": data.n_tasks}
     # the hand-computed values equal NumPyro's own log-likelihood of the factor site
