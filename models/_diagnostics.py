@@ -7,10 +7,11 @@ module puts them in the ``log_likelihood`` group that ``arviz.loo`` / ``arviz.co
 from __future__ import annotations
 
 import arviz as az
+import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-__all__ = ["to_datatree", "convergence"]
+__all__ = ["to_datatree", "convergence", "agreement_rates", "ppc_pvalues", "compare"]
 
 
 def to_datatree(mcmc, log_lik, var_name: str = "log_lik", item_dim: str = "task"):
@@ -45,3 +46,37 @@ def convergence(dt, var_names=("pi", "conf")) -> dict:
 
     return {"max_rhat": ext(rhat, np.max), "min_ess_bulk": ext(ess_bulk, np.min),
             "min_ess_tail": ext(ess_tail, np.min)}
+
+
+def agreement_rates(e, mask):
+    """Per-seat agreement with the others' plurality: [I] (posterior predictive statistic).
+
+    ``e`` [T, I, K] positive endorsements, ``mask`` [T, K]. For seat i and task t the others'
+    plurality is the set of candidates with the most endorsements by seats j ≠ i (ties share the
+    credit equally); the rate is Σ_t Σ_g e[t,i,g] · share_t(g) / Σ_t Σ_g e[t,i,g] over tasks where
+    the others endorse anything. NaN for a seat with no such endorsement."""
+    e = jnp.asarray(e, jnp.float32)
+    others = e.sum(1, keepdims=True) - e                                  # [T, I, K]
+    others = jnp.where(jnp.asarray(mask)[:, None, :], others, -1.0)
+    top = others.max(-1, keepdims=True)
+    plural = (others == top) & (top > 0)
+    share = plural / jnp.maximum(plural.sum(-1, keepdims=True), 1)
+    has = (top[..., 0] > 0)                                               # [T, I]
+    num = (e * share).sum((0, 2))
+    den = (e.sum(-1) * has).sum(0)
+    return jnp.where(den > 0, num / jnp.maximum(den, 1), jnp.nan)
+
+
+def ppc_pvalues(observed, replicated):
+    """Posterior predictive p-values per component: P(T_rep ≥ T_obs) with ties counted half.
+
+    ``observed`` [I], ``replicated`` [R, I] -> [I]; values near 0 or 1 flag misfit."""
+    obs, rep = np.asarray(observed), np.asarray(replicated)
+    return (rep > obs).mean(0) + 0.5 * (rep == obs).mean(0)
+
+
+def compare(trees: dict, var_name: str = "log_lik"):
+    """``arviz.compare`` over DataTrees holding per-item log-likelihoods (PSIS-LOO, no rounding).
+
+    Returns the ArviZ comparison frame, best model first (``elpd_diff`` = 0)."""
+    return az.compare(trees, var_name=var_name, round_to="none")
