@@ -118,3 +118,25 @@ def test_datatree_log_likelihood_group(nuts_fit):
     np.testing.assert_allclose(np.asarray(nll), np.asarray(ll).reshape(150, -1), rtol=1e-5, atol=1e-4)
     import arviz as az
     assert np.isfinite(float(az.loo(dt, var_name="log_lik").elpd))
+
+
+def test_svi_mean_field_recovers_confusion(rng):
+    """SVI (AutoNormal, optax Adam) on the same model object: the guide's draws centre on the
+    simulated confusion and have a positive spread."""
+    K = 2
+    conf = np.array([[[.85, .15], [.2, .8]], [[.7, .3], [.3, .7]], [[.3, .7], [.75, .25]]])
+    task, worker, label, truth = simulate(rng, 2000, conf, np.array([.6, .4]))
+    data = ds.prepare(task, worker, label, K=K)
+    fit = inf.fit_svi(jax.random.key(0), ds.SPEC, data, guide="normal", steps=1500)
+    assert np.isfinite(np.asarray(fit.losses)).all() and fit.losses[-100:].mean() < fit.losses[:100].mean()
+    draws = inf.guide_draws(jax.random.key(1), fit, ds.SPEC, data, num_samples=200)
+    assert draws["conf"].shape == (200, 3, K, K)
+    mean = np.asarray(draws["conf"]).mean(0)
+    assert np.abs(mean - conf).max() < 0.05, mean
+    assert 0 < np.asarray(draws["conf"]).std(0).min() < 0.05
+    proba = np.asarray(inf.class_posterior(ds.SPEC, draws, data))
+    joint = np.tile(np.log([.6, .4]), (2000, 1))         # Bayes rule with the true parameters
+    for t, w, l in zip(task, worker, label):
+        joint[t] += np.log(conf[w, :, l])
+    bayes = (joint.argmax(1) == truth).mean()
+    assert (proba.argmax(1) == truth).mean() >= bayes - 0.01, bayes
