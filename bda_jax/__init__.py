@@ -3,7 +3,7 @@
 One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
 Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.crowd`` (crowd-kit's surface),
 ``bda_jax.datasets`` (importers), ``bda_jax.metrics``, ``bda_jax.simulate``,
-``bda_jax.adversarial``.
+``bda_jax.adversarial``, ``bda_jax.audit`` (routing audit of confidence-routed broadcast logs).
 """
 from ._src.abstention import RiskCoverage, risk_coverage, selective_decision
 from ._src.counts import Counts, CountsInfo, PairCounts, tally

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from bda_jax import ArtifactError, DataError
-from bda_jax._src import audit_commitment as M
-from bda_jax._src.audit_card import SCHEMA_VERSION, AuditCard, MetricEntry
+from bda_jax import audit as A
+from bda_jax.audit import SCHEMA_VERSION, AuditCard, MetricEntry
 
 
 def _card(**over):
@@ -57,7 +57,7 @@ def test_json_round_trip_and_file_round_trip(tmp_path):
 
 
 def test_undefined_values_are_null_and_python_values_checked():
-    card = _card(metrics=[MetricEntry.from_ratio("PSIR", M.ratio(0, 0), unit="divergent pairs")])
+    card = _card(metrics=[MetricEntry.from_ratio("PSIR", A.ratio(0, 0), unit="divergent pairs")])
     d = json.loads(card.to_json())                                 # strict JSON: NaN -> null
     assert d["metrics"][0]["value"] is None and d["metrics"][0]["denominator"] == 0
     with pytest.raises(DataError) as e:
@@ -84,7 +84,7 @@ def test_markdown_lists_every_metric_with_its_denominator():
 
 
 def test_card_from_commitment_metrics():
-    m = M.commitment_metrics(["1", "2", "3"], ["1", "9", "3"], [1, 0, 1], [1, 1, 1])
+    m = A.commitment_metrics(["1", "2", "3"], ["1", "9", "3"], [1, 0, 1], [1, 1, 1])
     entries = [MetricEntry(**e, axis="commitment") for e in m.entries()]
     card = _card(metrics=entries)
     psdr = next(e for e in card.metrics if e.name == "psdr")

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from bda_jax import DataError
-from bda_jax._src import audit_calibration as C
-from bda_jax._src import audit_commitment as M
+from bda_jax import audit as A
 
 
 def sigmoid(z):
@@ -27,30 +26,30 @@ def test_calibration_row_hand_example():
     # Brier: (.1^2 + .9^2 + .4^2 + .6^2) / 4 = (.01 + .81 + .16 + .36) / 4 = .335
     # AUROC: correct {.9, .6} vs wrong {.9, .6}: tie .5 + win 1 + loss 0 + tie .5 = 2 / 4 = .5
     # mean confidence .75, accuracy 2/4
-    r = C.calibration_row("raw", [0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
+    r = A.calibration_row("raw", [0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
     assert r.ece == pytest.approx(0.25, abs=1e-6)
     assert r.brier == pytest.approx(0.335, abs=1e-6)
     assert r.auroc == pytest.approx(0.5)
     assert r.mean_confidence == pytest.approx(0.75)
     assert (r.accuracy, r.n, r.n_correct) == (0.5, 4, 2)
     # AUROC undefined when every candidate is right: None, not NaN (the row is strict JSON)
-    assert C.calibration_row("raw", [0.9, 0.8], [1, 1]).auroc is None
+    assert A.calibration_row("raw", [0.9, 0.8], [1, 1]).auroc is None
 
 
 def test_scores_on_0_100_scale_and_range_checks():
-    a = C.calibration_row("raw", [0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
-    b = C.calibration_by_group([90, 90, 60, 60], [1, 0, 1, 0], [0, 0, 0, 0], scale=100)[0]
+    a = A.calibration_row("raw", [0.9, 0.9, 0.6, 0.6], [1, 0, 1, 0])
+    b = A.calibration_by_group([90, 90, 60, 60], [1, 0, 1, 0], [0, 0, 0, 0], scale=100)[0]
     assert a == b
     with pytest.raises(DataError) as e:
-        C.calibration_report([90, 101], [1, 0], [1, 2], [1, 1], scale=100)
+        A.calibration_report([90, 101], [1, 0], [1, 2], [1, 1], scale=100)
     assert e.value.field == "scores"
     with pytest.raises(DataError):
-        C.fit_temperature([0.5, float("nan")], [1, 0])
+        A.fit_temperature([0.5, float("nan")], [1, 0])
 
 
 def test_calibration_by_group_hand_example():
     # tier a: conf .9 twice, one right: |.5 - .9| = .4; tier b: conf .5, acc .5: 0
-    out = C.calibration_by_group([0.9, 0.9, 0.5, 0.5], [1, 0, 1, 0], ["a", "a", "b", "b"])
+    out = A.calibration_by_group([0.9, 0.9, 0.5, 0.5], [1, 0, 1, 0], ["a", "a", "b", "b"])
     assert out["a"].ece == pytest.approx(0.4, abs=1e-6) and out["a"].n == 2
     assert out["b"].ece == pytest.approx(0.0, abs=1e-6)
 
@@ -59,7 +58,7 @@ def test_folds_grouped_by_problem_and_balanced_within_tier():
     rng = np.random.default_rng(1)
     problem = np.repeat(np.arange(41), rng.integers(1, 6, size=41))
     tier = problem % 3                       # tiers of 14, 14 and 13 problems
-    f = C.tier_stratified_folds(problem, tier, n_folds=2, seed=3)
+    f = A.tier_stratified_folds(problem, tier, n_folds=2, seed=3)
     for p in np.unique(problem):
         assert np.unique(f[problem == p]).size == 1            # a problem never straddles
     fold_of = {p: f[problem == p][0] for p in np.unique(problem)}
@@ -67,21 +66,21 @@ def test_folds_grouped_by_problem_and_balanced_within_tier():
         per_fold = np.bincount([fold_of[p] for p in fold_of if p % 3 == t], minlength=2)
         assert abs(per_fold[0] - per_fold[1]) <= 1             # balanced within the tier
     assert np.ptp(np.bincount(list(fold_of.values()))) <= 1
-    assert (C.tier_stratified_folds(problem, tier, seed=3) == f).all()     # seeded
-    assert not (C.tier_stratified_folds(problem, tier, seed=4) == f).all()
+    assert (A.tier_stratified_folds(problem, tier, seed=3) == f).all()     # seeded
+    assert not (A.tier_stratified_folds(problem, tier, seed=4) == f).all()
     with pytest.raises(DataError) as e:
-        C.tier_stratified_folds([1, 1, 2], [1, 2, 2])          # problem 1 under two tiers
+        A.tier_stratified_folds([1, 1, 2], [1, 2, 2])          # problem 1 under two tiers
     assert e.value.field == "tier"
 
 
 def test_temperature_hand_example():
     # every score .9, accuracy 3/4: the NLL optimum maps .9 to .75 exactly, so
     # T = logit(.9) / logit(.75) = log 9 / log 3 = 2
-    assert C.fit_temperature([0.9] * 4, [1, 1, 1, 0]) == pytest.approx(2.0, rel=1e-6)
+    assert A.fit_temperature([0.9] * 4, [1, 1, 1, 0]) == pytest.approx(2.0, rel=1e-6)
     # apply: logit(.9) / 2 = log 3 -> .75; .5 stays .5
-    assert C.apply_temperature([0.5, 0.9], 2.0).tolist() == pytest.approx([0.5, 0.75])
+    assert A.apply_temperature([0.5, 0.9], 2.0).tolist() == pytest.approx([0.5, 0.75])
     # exact 0 and 1 are clipped to [1e-6, 1 - 1e-6] before the logit: finite, order kept
-    p = C.apply_temperature([0.0, 1.0], 4.0)
+    p = A.apply_temperature([0.0, 1.0], 4.0)
     assert np.isfinite(p).all() and 0 < p[0] < 0.5 < p[1] < 1
 
 
@@ -90,20 +89,20 @@ def test_temperature_recovers_a_known_temperature():
     rng = np.random.default_rng(7)
     z = rng.normal(0.0, 1.5, size=20_000)
     y = (rng.random(z.size) < sigmoid(z)).astype(int)
-    t = C.fit_temperature(sigmoid(3.0 * z), y)
+    t = A.fit_temperature(sigmoid(3.0 * z), y)
     assert t == pytest.approx(3.0, rel=0.05)
 
 
 def test_isotonic_hand_examples():
     # PAV: 0, 1, 0, 1 -> the violating middle pair pools to (1 + 0) / 2
-    f = C.fit_isotonic([0.8, 0.2, 0.6, 0.4], [1, 0, 0, 1])
+    f = A.fit_isotonic([0.8, 0.2, 0.6, 0.4], [1, 0, 0, 1])
     assert f.x.tolist() == [0.2, 0.4, 0.6, 0.8] and f.y.tolist() == [0.0, 0.5, 0.5, 1.0]
     # ties pooled first: score .5 has mean 1/2 (weight 2), .7 has 0 -> violation -> weighted pool
     # (2 * 1/2 + 1 * 0) / 3 = 1/3 on both knots
-    g = C.fit_isotonic([0.5, 0.5, 0.7], [1, 0, 0])
+    g = A.fit_isotonic([0.5, 0.5, 0.7], [1, 0, 0])
     assert g.y.tolist() == pytest.approx([1 / 3, 1 / 3])
     # linear interpolation between knots (.3 -> halfway between 0 and .5), clipped outside
-    assert C.apply_isotonic(f, [0.1, 0.3, 0.9]).tolist() == pytest.approx([0.0, 0.25, 1.0])
+    assert A.apply_isotonic(f, [0.1, 0.3, 0.9]).tolist() == pytest.approx([0.0, 0.25, 1.0])
 
 
 def test_cross_fitted_isotonic_fixes_overconfidence_but_not_ranking():
@@ -118,7 +117,7 @@ def test_cross_fitted_isotonic_fixes_overconfidence_but_not_ranking():
     q = sigmoid(logit_q)
     correct = (rng.random(q.size) < q).astype(int)
     scores = np.clip(np.round(100 * sigmoid(logit_q + 2.0 + rng.normal(0, 0.5, q.size))), 0, 100)
-    rep = C.calibration_report(scores, correct, problem, tier, scale=100, seed=0)
+    rep = A.calibration_report(scores, correct, problem, tier, scale=100, seed=0)
     raw, temp, iso = rep.row("raw"), rep.row("temperature"), rep.row("isotonic")
     assert raw.mean_confidence - raw.accuracy > 0.2          # over-confident by construction
     assert iso.ece < 0.03 < 0.2 < raw.ece
@@ -129,7 +128,7 @@ def test_cross_fitted_isotonic_fixes_overconfidence_but_not_ranking():
     assert raw.n == iso.n == q.size
     # held-out means held out: each fold's predictions come from a map fit on the other fold
     k0 = rep.folds == 0
-    own = C.apply_isotonic(C.fit_isotonic(scores[~k0], correct[~k0], scale=100), scores[k0],
+    own = A.apply_isotonic(A.fit_isotonic(scores[~k0], correct[~k0], scale=100), scores[k0],
                            scale=100)
     assert np.allclose(rep.calibrated["isotonic"][k0], own)
 
@@ -149,7 +148,7 @@ def test_commitment_metrics_hand_example():
     # degradations {2} = 1
     # PSDR 4/6; PSIR 2/4; PSDRg 1/4; NPCS|D (2 - 1)/4 = .25; rates 2/6, 1/6;
     # unconditional shift: sum(spoken - poll) over valid = 0 + 1 - 1 + 0 + 0 + 1 = 1 -> 1/6
-    m = M.commitment_metrics(["1", "2", "3", "4", "5", "6", "7"],
+    m = A.commitment_metrics(["1", "2", "3", "4", "5", "6", "7"],
                              ["1", "9", "8", "7", "6", None, "x"],
                              [1, 0, 1, 0, 1, 1, 0], [1, 1, 0, 0, 1, np.nan, 1],
                              equivalent=[None, None, None, None, True, None, False])
@@ -170,31 +169,31 @@ def test_divergence_rules():
     poll, spoken = ["5", "5", "a"], ["5.0", "5", "A"]
     eq = [True, False, None]
     # residual (default): string-equal never diverges; string-different unless judged equivalent
-    assert M.divergence(poll, spoken, equivalent=eq).tolist() == [False, False, True]
+    assert A.divergence(poll, spoken, equivalent=eq).tolist() == [False, False, True]
     # string: the judge is ignored
-    assert M.divergence(poll, spoken, equivalent=eq, rule="string").tolist() == [True, False, True]
+    assert A.divergence(poll, spoken, equivalent=eq, rule="string").tolist() == [True, False, True]
     # label: a verdict overrides even string equality (pair 1)
-    assert M.divergence(poll, spoken, equivalent=eq, rule="label").tolist() == [False, True, True]
+    assert A.divergence(poll, spoken, equivalent=eq, rule="label").tolist() == [False, True, True]
     # a normalizer decides string equality ("a" == "A" after casefold)
-    assert M.divergence(poll, spoken, normalize=str.casefold).tolist() == [True, False, False]
+    assert A.divergence(poll, spoken, normalize=str.casefold).tolist() == [True, False, False]
     with pytest.raises(DataError) as e:
-        M.divergence(poll, spoken, rule="judge")
+        A.divergence(poll, spoken, rule="judge")
     assert e.value.field == "rule"
 
 
 def test_valid_mask_is_checked():
     # an explicit valid mask can drop pairs, but cannot admit a pair without a label
-    m = M.commitment_metrics(["1", "2"], ["1", "3"], [1, 0], [1, 1], valid=[True, False])
+    m = A.commitment_metrics(["1", "2"], ["1", "3"], [1, 0], [1, 1], valid=[True, False])
     assert m.psdr == (0.0, 0, 1)
     with pytest.raises(DataError) as e:
-        M.commitment_metrics(["1", "2"], ["1", None], [1, 0], [1, 1], valid=[True, True])
+        A.commitment_metrics(["1", "2"], ["1", None], [1, 0], [1, 1], valid=[True, True])
     assert e.value.field == "valid"
 
 
 def test_nondivergent_discordance_is_counted_not_hidden():
     # the judge calls "5" and "five" equivalent but the labels disagree: the literal
     # unconditional shift sees +1, the PSDR x NPCS|D identity does not
-    m = M.commitment_metrics(["5"], ["five"], [0], [1], equivalent=[True])
+    m = A.commitment_metrics(["5"], ["five"], [0], [1], equivalent=[True])
     assert m.n_divergent == 0 and m.unconditional_shift == (1.0, 1, 1)
     assert m.n_nondivergent_discordant == 1
 
@@ -202,7 +201,7 @@ def test_nondivergent_discordance_is_counted_not_hidden():
 def test_commitment_by_tier_hand_example():
     # tier 1: pairs (a->a), (b->x: 1 -> 0): PSDR 1/2, PSDRg 1/1, NPCS|D -1/1
     # tier 2: pairs (c->c), (d->y: 0 -> 1), (e->z: 0 -> 0): PSDR 2/3, PSIR 1/2, NPCS|D +1/2
-    out = M.commitment_by_group([1, 1, 2, 2, 2], ["a", "b", "c", "d", "e"],
+    out = A.commitment_by_group([1, 1, 2, 2, 2], ["a", "b", "c", "d", "e"],
                                 ["a", "x", "c", "y", "z"], [1, 1, 1, 0, 0], [1, 0, 1, 1, 0])
     assert out[1].psdr == (0.5, 1, 2) and out[1].psdrg == (1.0, 1, 1)
     assert out[1].npcs_d == (-1.0, -1, 1)
@@ -219,7 +218,7 @@ def test_divergence_sources_hand_example():
     #  4    "1"  "1"    ["1"]        "1"       ["1"]         (not divergent)
     # correctness poll -> spoken: 1->0, 0->1, 0->0, 1->0, 1->1
     # primary Δ correct: self -1/1, incumbent +1/1, peer 0/1, novel -1/1
-    s = M.divergence_sources(["1"] * 5, ["7", "8", "9", "6", "1"], [1, 0, 0, 1, 1],
+    s = A.divergence_sources(["1"] * 5, ["7", "8", "9", "6", "1"], [1, 0, 0, 1, 1],
                              [0, 1, 0, 0, 1], [["7"], [], ["3"], [], ["1"]],
                              ["7", "8", "2", None, "1"], [["7"], ["8"], ["9"], [], ["1"]])
     assert s.n_divergent == 4
@@ -238,13 +237,13 @@ def test_divergence_sources_hand_example():
     assert flag == {"self_revert": (0.25, 1, 4), "incumbent_pull": (0.5, 2, 4),
                     "peer_echo": (0.75, 3, 4), "novel": (0.25, 1, 4)}
     # another precedence re-attributes the overlap: peer-echo first takes events 0-2
-    s2 = M.divergence_sources(["1"] * 5, ["7", "8", "9", "6", "1"], [1, 0, 0, 1, 1],
+    s2 = A.divergence_sources(["1"] * 5, ["7", "8", "9", "6", "1"], [1, 0, 0, 1, 1],
                               [0, 1, 0, 0, 1], [["7"], [], ["3"], [], ["1"]],
                               ["7", "8", "2", None, "1"], [["7"], ["8"], ["9"], [], ["1"]],
                               precedence=("peer_echo", "self_revert", "incumbent_pull"))
     assert [r.share.numerator for r in s2.primary_table] == [3, 0, 0, 1]
     with pytest.raises(DataError):
-        M.divergence_sources(["1"], ["2"], [1], [0], [[]], [None], [[]],
+        A.divergence_sources(["1"], ["2"], [1], [0], [[]], [None], [[]],
                              precedence=("self_revert", "novel", "peer_echo"))
 
 
@@ -293,7 +292,7 @@ def _paper_cell():
 
 def test_paper_arithmetic_psdr_npcs_and_sources():
     poll, spoken, pc, sc, own, inc, peers = _paper_cell()
-    m = M.commitment_metrics(poll, spoken, pc, sc)
+    m = A.commitment_metrics(poll, spoken, pc, sc)
     assert (m.psdr.numerator, m.psdr.denominator) == (1927, 9436)
     assert round(m.psdr.value, 3) == 0.204
     # NPCS|D = PSIR - PSDRg, numerators and values
@@ -301,7 +300,7 @@ def test_paper_arithmetic_psdr_npcs_and_sources():
     assert m.npcs_d.value == pytest.approx(m.psir.value - m.psdrg.value, abs=1e-15)
     # the abstract's unconditional shift: -161 / 9,436 = -1.7 pp
     assert round(100 * m.unconditional_shift.value, 1) == -1.7
-    s = M.divergence_sources(poll, spoken, pc, sc, own, inc, peers)
+    s = A.divergence_sources(poll, spoken, pc, sc, own, inc, peers)
     prim = {r.name: r for r in s.primary_table}
     # Table 3: N, % of divergent, Δ correct (pp)
     expect = {"self_revert": (367, 19.0, -11.4), "incumbent_pull": (120, 6.2, 1.7),
@@ -324,7 +323,7 @@ def test_table17_identity_holds_for_each_variant():
                               (0.126, 0.186, -0.060)]:
         assert psir - psdrg == pytest.approx(npcs, abs=1.5e-3)
     # and PSDR .207 = 1,921 / 9,263 (tiers 02-09)
-    assert round(M.ratio(1921, 9263).value, 3) == 0.207
+    assert round(A.ratio(1921, 9263).value, 3) == 0.207
 
 
 # =============================================================================== regressions
@@ -348,7 +347,7 @@ def _clustered_logit_data(rng, G=300, m=10, rho=0.5, beta=(-0.5, 1.2)):
 def test_cluster_logit_recovers_coefficient_and_widens_se():
     rng = np.random.default_rng(5)
     y, x, cl = _clustered_logit_data(rng)
-    fit = M.cluster_logit(y, {"x": x}, cl)
+    fit = A.cluster_logit(y, {"x": x}, cl)
     t = fit.term("x")
     assert (fit.n, fit.n_clusters, fit.n_events) == (3000, 300, int(y.sum()))
     assert abs(t.coef - 1.2) < 3 * t.se
@@ -358,7 +357,7 @@ def test_cluster_logit_recovers_coefficient_and_widens_se():
     assert 0 < fit.pseudo_r2 < 1 and fit.converged
     # independent units (rho = 0): robust and naive SEs agree closely
     y0, x0, cl0 = _clustered_logit_data(np.random.default_rng(6), rho=0.0)
-    t0 = M.cluster_logit(y0, {"x": x0}, cl0).term("x")
+    t0 = A.cluster_logit(y0, {"x": x0}, cl0).term("x")
     assert t0.se == pytest.approx(t0.naive_se, rel=0.25)
 
 
@@ -369,22 +368,22 @@ def test_standardized_and_fixed_effect_designs():
     agent = rng.choice(["a", "b", "c"], n)
     eta = -1 + 0.5 * x + np.where(agent == "b", 0.7, 0.0)
     y = (rng.random(n) < sigmoid(eta)).astype(int)
-    cols = {"x": x, **M.fixed_effects(agent, prefix="agent=")}
-    raw = M.cluster_logit(y, cols, np.arange(n) // 3)
-    z = M.outcome_linkage(y, {"x": x}, np.arange(n) // 3)           # z-scored by default
-    z2 = M.cluster_logit(y, {"x": x}, np.arange(n) // 3, standardize=["x"])
+    cols = {"x": x, **A.fixed_effects(agent, prefix="agent=")}
+    raw = A.cluster_logit(y, cols, np.arange(n) // 3)
+    z = A.outcome_linkage(y, {"x": x}, np.arange(n) // 3)           # z-scored by default
+    z2 = A.cluster_logit(y, {"x": x}, np.arange(n) // 3, standardize=["x"])
     assert z.standardized == ("x",) and z.term("x").coef == pytest.approx(z2.term("x").coef)
-    per_sd = M.cluster_logit(y, {"x": x}, np.arange(n) // 3).term("x").coef * x.std()
+    per_sd = A.cluster_logit(y, {"x": x}, np.arange(n) // 3).term("x").coef * x.std()
     assert z.term("x").coef == pytest.approx(per_sd, rel=1e-6)       # OR per SD
     assert [t.name for t in raw.terms] == ["intercept", "x", "agent=b", "agent=c"]
-    adopt = M.adoption_logit(y, cols, np.arange(n) // 3)             # raw coefficients
+    adopt = A.adoption_logit(y, cols, np.arange(n) // 3)             # raw coefficients
     assert adopt.term("x").coef == pytest.approx(raw.term("x").coef)
     with pytest.raises(DataError) as e:                              # all three dummies + const
         dummies = {f"agent={a}": (agent == a).astype(float) for a in "abc"}
-        M.cluster_logit(y, {"x": x, **dummies}, np.arange(n))
+        A.cluster_logit(y, {"x": x, **dummies}, np.arange(n))
     assert e.value.field == "X"
     with pytest.raises(DataError) as e:
-        M.cluster_logit(y, {"x": x}, np.zeros(n))
+        A.cluster_logit(y, {"x": x}, np.zeros(n))
     assert e.value.field == "clusters"
 
 
@@ -395,7 +394,7 @@ def test_kappa_hand_example():
     # p_o = 8/10; marginals 5/10 each, p_e = .5*.5 + .5*.5 = .5; kappa = (.8 - .5) / .5 = .6
     j1 = ["div"] * 5 + ["equ"] * 5 + [None]
     j2 = ["div"] * 4 + ["equ", "div"] + ["equ"] * 4 + ["div"]      # last pair undecided
-    k = M.cohens_kappa(j1, j2, labels=("div", "equ"))
+    k = A.cohens_kappa(j1, j2, labels=("div", "equ"))
     assert k.n == 10 and k.agreement == (0.8, 8, 10)
     assert k.expected_agreement == pytest.approx(0.5)
     assert k.kappa == pytest.approx(0.6)
@@ -408,6 +407,6 @@ def test_kappa_reproduces_table16(cells, kappa, agree):
     dd, de, ed, ee = cells
     j1 = [True] * (dd + de) + [False] * (ed + ee)
     j2 = [True] * dd + [False] * de + [True] * ed + [False] * ee
-    k = M.cohens_kappa(j1, j2, labels=(True, False))
+    k = A.cohens_kappa(j1, j2, labels=(True, False))
     assert tuple(k.confusion.ravel()) == cells and k.n == sum(cells)
     assert round(k.kappa, 3) == kappa and round(k.agreement.value, 3) == agree

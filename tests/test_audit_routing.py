@@ -8,15 +8,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from bda_jax._src.audit_log import (BroadcastLog, from_frame, from_records, load_confmad,
-                                    read_broadcast_log, runtime_argmax, simulate_broadcast,
-                                    write_broadcast_log)
-from bda_jax._src.audit_routing import (
-    METRICS, ROUTERS, cluster_bootstrap, cra, ctr, hrwp, learned_router_probabilities, mcr,
-    metric_terms, noisy_oracle_check, noisy_oracle_scores, oracle_success, pair_counts, pcca,
-    per_tier, permutation_null_pcca, permute_scores_within_blocks, ratio_bootstrap,
-    router_block_success, router_counterfactuals, routing_audit, runtime_success,
-    selected_invalid_rate, stratified_problem_folds)
+from bda_jax.audit import (
+    METRICS, ROUTERS, BroadcastLog, cluster_bootstrap, cra, ctr, from_frame, from_records, hrwp,
+    learned_router_probabilities, load_confmad, mcr, metric_terms, noisy_oracle_check,
+    noisy_oracle_scores, oracle_success, pair_counts, pcca, per_tier, permutation_null_pcca,
+    permute_scores_within_blocks, ratio_bootstrap, read_broadcast_log, router_block_success,
+    router_counterfactuals, routing_audit, runtime_argmax, runtime_success,
+    selected_invalid_rate, simulate_broadcast, tier_stratified_folds, write_broadcast_log)
 from bda_jax._src.audit_routing import _fit_logistic
 from bda_jax import DataError, TraceError
 from reference import SHARED_DATA
@@ -172,28 +170,28 @@ def test_reader_errors_for_bad_json_empty_file_and_records(tmp_path):
 # ============================================================================ headline metrics
 def test_block_metrics_by_hand(hand):
     # selected blocks 6; selected poll invalid in blocks 3 and 5
-    assert selected_invalid_rate(hand) == (2, 6, 2 / 6)
+    assert selected_invalid_rate(hand) == (2 / 6, 2, 6)
     # selected-valid blocks 1, 2, 4, 6; correct in 1 and 6
-    assert cra(hand) == (2, 4, 0.5)
+    assert cra(hand) == (0.5, 2, 4)
     # possible-hit blocks 1, 2, 3, 6; selected correct in 1 and 6
-    assert hrwp(hand) == (2, 4, 0.5)
+    assert hrwp(hand) == (0.5, 2, 4)
     # all-routeable blocks 1, 2, 3, 4, 6 (block 5 has no valid candidate)
-    assert runtime_success(hand) == (2, 5, 0.4)
-    assert runtime_success(hand, over="all") == (2, 6, 2 / 6)
-    assert oracle_success(hand) == (4, 5, 0.8)
+    assert runtime_success(hand) == (0.4, 2, 5)
+    assert runtime_success(hand, over="all") == (2 / 6, 2, 6)
+    assert oracle_success(hand) == (0.8, 4, 5)
     # the only miss (selected valid and wrong, another valid correct) is block 2; eligible:
     # contested = selected valid with >= 2 valid candidates: blocks 1, 2, 4 (6 has one valid)
-    assert mcr(hand) == (1, 3, 1 / 3)
-    assert mcr(hand, eligible="selected_valid") == (1, 4, 0.25)
-    assert mcr(hand, eligible="routeable") == (1, 5, 0.2)
+    assert mcr(hand) == (1 / 3, 1, 3)
+    assert mcr(hand, eligible="selected_valid") == (0.25, 1, 4)
+    assert mcr(hand, eligible="routeable") == (0.2, 1, 5)
 
 
 def test_pcca_and_ctr_by_hand(hand):
     # mixed blocks: 1 (pairs a>b win, c=b tie -> 0.75), 2 (b=a tie -> 0.5), 3 (b<c -> 0).
     # Block 4 has no correct candidate; c's missing score would form no pair anyway.
-    assert pcca(hand) == pytest.approx((1.25, 3, 1.25 / 3))
+    assert pcca(hand) == pytest.approx((1.25 / 3, 1.25, 3))
     # pairs: 2 + 1 + 1 = 4, of which tied: block 1 (c, b) and block 2 (b, a)
-    assert ctr(hand) == (2, 4, 0.5)
+    assert ctr(hand) == (0.5, 2, 4)
     assert pair_counts(hand) == (3, 4, 1, 1, 2)
 
 
@@ -206,7 +204,7 @@ def test_missing_scores_form_no_pair():
 def test_weights_repeat_blocks(hand):
     # weight 2 on block 2 (a miss) and 0 on block 6: CRA = (1 + 0 + 0) / (1 + 2 + 1)
     w = np.array([1, 2, 1, 1, 1, 0.0])
-    assert cra(hand, weights=w) == (1, 4, 0.25)
+    assert cra(hand, weights=w) == (0.25, 1, 4)
     # PCCA: block values 0.75, 0.5 (twice), 0 over 4 mixed-block copies
     assert pcca(hand, weights=w).value == pytest.approx(1.75 / 4)
     with pytest.raises(DataError, match="weights"):
@@ -218,7 +216,7 @@ def test_per_tier_splits_denominators():
             poll("p2", 0, "a", .9, "y", False, True, tier="2"),
             poll("p3", 0, "a", .9, "x", True, True, tier="2")]
     out = per_tier(from_records(recs), "cra")
-    assert out == {"1": (1, 1, 1.0), "2": (1, 2, 0.5)}
+    assert out == {"1": (1.0, 1, 1), "2": (0.5, 1, 2)}
 
 
 def test_paper_arithmetic_reproduces_table_6_and_table_1():
@@ -295,8 +293,8 @@ def test_vote_ties_count_each_answer_once():
 def test_stratified_folds_balance_tiers_and_keep_problems_whole():
     problems = [f"p{i}" for i in range(40) for _ in range(3)]
     tiers = [str(i % 4) for i in range(40) for _ in range(3)]
-    folds = stratified_problem_folds(problems, tiers, n_folds=2, seed=5)
-    assert np.array_equal(folds, stratified_problem_folds(problems, tiers, 2, seed=5))
+    folds = tier_stratified_folds(problems, tiers, n_folds=2, seed=5)
+    assert np.array_equal(folds, tier_stratified_folds(problems, tiers, n_folds=2, seed=5))
     per_problem = {p: set() for p in problems}
     for p, f in zip(problems, folds):
         per_problem[p].add(int(f))
@@ -305,7 +303,7 @@ def test_stratified_folds_balance_tiers_and_keep_problems_whole():
         in_tier = [per_problem[f"p{i}"].pop() for i in range(40) if str(i % 4) == t]
         assert sorted(np.bincount(in_tier)) == [5, 5]
     with pytest.raises(DataError, match="n_folds"):
-        stratified_problem_folds(["a"], ["1"], n_folds=2)
+        tier_stratified_folds(["a"], ["1"], n_folds=2)
 
 
 def test_logistic_fit_matches_scipy_optimum():
@@ -327,7 +325,7 @@ def test_learned_router_is_cross_fitted_and_deterministic():
     p = learned_router_probabilities(log, seed=3)
     assert np.array_equal(p, learned_router_probabilities(log, seed=3), equal_nan=True)
     assert np.isnan(p[~log.valid]).all() and np.isfinite(p[log.valid]).all()
-    folds = stratified_problem_folds(log.problem, log.tier, 2, seed=3)
+    folds = tier_stratified_folds(log.problem, log.tier, n_folds=2, seed=3)
     # flipping the labels of fold 0 leaves fold 0's predictions unchanged (fit on fold 1 only)
     flipped = dataclasses.replace(log, correct=np.where(folds == 0, ~log.correct & log.valid,
                                                         log.correct))
@@ -426,7 +424,7 @@ def test_confmad_counts_match_source_md():
     # SOURCE.md: 24 mixed pairs, correct higher 4, wrong higher 6, tied 14
     assert pair_counts(log) == (24, 24, 4, 6, 14)
     assert pcca(log).value == pytest.approx((4 + 0.5 * 14) / 24)
-    assert ctr(log) == (14, 24, 14 / 24)
+    assert ctr(log) == (14 / 24, 14, 24)
     _, lenient = load_confmad(CONFMAD, parser="lenient")
     assert lenient.n_parsed == 1013
     missing, _ = load_confmad(CONFMAD, fallback_as_missing=True)

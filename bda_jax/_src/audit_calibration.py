@@ -27,9 +27,11 @@ Readings chosen where the paper leaves room (each a parameter):
   predicts held-out scores by linear interpolation between the fitted knots, clipped to the
   end values outside the training range (``interpolation="linear"``, as scikit-learn's
   ``IsotonicRegression``); ``"step"`` uses the fitted value of the nearest knot at or below.
-* Folds are dealt problem by problem: problems are shuffled (seeded), sorted by tier (stable) and
-  dealt round-robin, so each tier's problems, and the problems overall, are split as evenly as
-  possible over the folds (balanced in problems, not in candidates).
+* Folds are dealt problem by problem
+  (:func:`~bda_jax._src.audit_common.tier_stratified_folds`): problems are shuffled (seeded),
+  sorted by tier (stable) and dealt round-robin, so each tier's problems, and the problems
+  overall, are split as evenly as possible over the folds (balanced in problems, not in
+  candidates).
 """
 from __future__ import annotations
 
@@ -39,13 +41,14 @@ from typing import Mapping, NamedTuple
 import numpy as np
 from scipy.optimize import isotonic_regression, minimize_scalar
 
+from .audit_common import group_rows, tier_stratified_folds
 from .errors import DataError
 from .metrics import accuracy, auroc, brier_top, ece
 
 __all__ = [
     "CalibrationReport", "CalibrationRow", "IsotonicFit", "apply_isotonic", "apply_temperature",
     "calibration_by_group", "calibration_report", "calibration_row", "fit_isotonic",
-    "fit_temperature", "tier_stratified_folds",
+    "fit_temperature",
 ]
 
 LOGIT_EPS = 1e-6
@@ -78,48 +81,20 @@ def _correct(correct, n, field="correct") -> np.ndarray:
     return y
 
 
+def _fit_inputs(scores, correct, scale, what) -> tuple[np.ndarray, np.ndarray]:
+    """Scores on [0, 1] and 0/1 correctness, both [N], refusing an empty input."""
+    p = _scores(scores, scale)
+    y = _correct(correct, p.size)
+    if p.size == 0:
+        raise DataError(f"no candidates to {what}", field="scores")
+    return p, y
+
+
 def _labels(x, n, field) -> np.ndarray:
     a = np.asarray(x)
     if a.shape != (n,):
         raise DataError(f"{field} must be [N] = [{n}], got shape {a.shape}", field=field)
     return a
-
-
-# --------------------------------------------------------------------------- folds
-
-def tier_stratified_folds(problem, tier, *, n_folds: int = 2, seed: int = 0) -> np.ndarray:
-    """Fold id [N] per candidate: grouped by problem, stratified by tier (seed 000, Table 2).
-
-    ``problem`` [N] and ``tier`` [N] labels. Every candidate of a problem lands in one fold.
-    Problems are shuffled with ``numpy.random.default_rng(seed)``, sorted by tier (stable) and
-    dealt round-robin, so each tier's problems split over the folds as evenly as possible and the
-    fold sizes in problems differ by at most one. A problem whose candidates carry different
-    tiers is refused (the tier is a property of the problem).
-
-    >>> tier_stratified_folds(["p1", "p1", "p2", "p3", "p4"], [1, 1, 1, 2, 2], seed=0).tolist()
-    [0, 0, 1, 0, 1]
-    """
-    if not isinstance(n_folds, (int, np.integer)) or n_folds < 2:
-        raise DataError(f"n_folds must be an integer >= 2, got {n_folds!r}", field="n_folds")
-    prob = np.asarray(problem)
-    if prob.ndim != 1:
-        raise DataError(f"problem must be [N], got shape {prob.shape}", field="problem")
-    tr = _labels(tier, prob.size, "tier")
-    ids, first, inv = np.unique(prob, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    _, tier_code = np.unique(tr, return_inverse=True)
-    tier_code = tier_code.reshape(-1)
-    if (tier_code != tier_code[first][inv]).any():
-        i = int(np.flatnonzero(tier_code != tier_code[first][inv])[0])
-        raise DataError(f"problem {prob[i]!r} appears under more than one tier", field="tier")
-    if ids.size < n_folds:
-        raise DataError(f"{ids.size} problems cannot fill {n_folds} folds", field="problem")
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(ids.size)
-    order = order[np.argsort(tier_code[first][order], kind="stable")]
-    fold_of_problem = np.empty(ids.size, np.int32)
-    fold_of_problem[order] = np.arange(ids.size) % n_folds
-    return fold_of_problem[inv]
 
 
 # --------------------------------------------------------------------------- temperature
@@ -142,10 +117,7 @@ def fit_temperature(scores, correct, *, scale: float = 1.0, eps: float = LOGIT_E
     >>> round(fit_temperature([0.9, 0.9, 0.9, 0.9], [1, 1, 1, 0]), 3)    # 0.9 -> 0.75
     2.0
     """
-    p = _scores(scores, scale)
-    y = _correct(correct, p.size)
-    if p.size == 0:
-        raise DataError("no candidates to fit a temperature on", field="scores")
+    p, y = _fit_inputs(scores, correct, scale, "fit a temperature on")
     if not 0 < t_min < t_max:
         raise DataError(f"need 0 < t_min < t_max, got {t_min!r}, {t_max!r}", field="t_min")
     z = _logit(p, eps)
@@ -192,10 +164,7 @@ def fit_isotonic(scores, correct, *, scale: float = 1.0) -> IsotonicFit:
     >>> f.x.tolist(), f.y.tolist()
     ([0.2, 0.4, 0.6, 0.8], [0.0, 0.5, 0.5, 1.0])
     """
-    p = _scores(scores, scale)
-    y = _correct(correct, p.size)
-    if p.size == 0:
-        raise DataError("no candidates to fit an isotonic map on", field="scores")
+    p, y = _fit_inputs(scores, correct, scale, "fit an isotonic map on")
     ux, inv, cnt = np.unique(p, return_inverse=True, return_counts=True)
     mean = np.bincount(inv.reshape(-1), weights=y, minlength=ux.size) / cnt
     fit = isotonic_regression(mean, weights=cnt.astype(np.float64), increasing=True)
@@ -302,7 +271,8 @@ def calibration_report(scores, correct, problem, tier, *, n_folds: int = 2, seed
 
     ``scores`` [N] stated confidences on ``[0, scale]``, ``correct`` [N] 0/1, ``problem`` [N] and
     ``tier`` [N] labels, one entry per valid poll candidate. Folds: ``folds`` [N] ints if given
-    (their values are the fold ids), else :func:`tier_stratified_folds` (``n_folds``, ``seed``).
+    (their values are the fold ids), else
+    :func:`~bda_jax._src.audit_common.tier_stratified_folds` (``n_folds``, ``seed``).
     For each fold k, a temperature and an isotonic map are fit on the candidates outside k and
     applied to the candidates in k; the rows score the pooled held-out predictions of all folds
     (so AUROC may move slightly even for the monotone maps, whose fits differ by fold). The raw
@@ -314,10 +284,7 @@ def calibration_report(scores, correct, problem, tier, *, n_folds: int = 2, seed
     >>> [r.method for r in rep.rows], rep.row("raw").n, round(rep.row("raw").mean_confidence, 4)
     (['raw', 'temperature', 'isotonic'], 8, 0.8362)
     """
-    p = _scores(scores, scale)
-    y = _correct(correct, p.size)
-    if p.size == 0:
-        raise DataError("no candidates to calibrate", field="scores")
+    p, y = _fit_inputs(scores, correct, scale, "calibrate")
     if folds is None:
         fold = tier_stratified_folds(_labels(problem, p.size, "problem"),
                                      _labels(tier, p.size, "tier"), n_folds=n_folds, seed=seed)
@@ -358,9 +325,4 @@ def calibration_by_group(scores, correct, group, *, scale: float = 1.0,
     p = _scores(scores, scale)
     y = _correct(correct, p.size)
     g = _labels(group, p.size, "group")
-    out = {}
-    for label in np.unique(g):
-        m = g == label
-        key = label.item() if hasattr(label, "item") else label
-        out[key] = calibration_row("raw", p[m], y[m], n_bins=n_bins)
-    return out
+    return {key: calibration_row("raw", p[m], y[m], n_bins=n_bins) for key, m in group_rows(g)}

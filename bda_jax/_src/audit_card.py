@@ -139,7 +139,7 @@ class MetricEntry:
     def from_ratio(cls, name: str, r: Any, *, ci=None, axis=None, unit=None,
                    note=None) -> "MetricEntry":
         """Entry from anything with ``value``, ``numerator``, ``denominator`` (e.g. a
-        :class:`~bda_jax._src.audit_commitment.Ratio`); ``ci`` an optional (low, high) pair."""
+        :class:`~bda_jax._src.audit_common.Ratio`); ``ci`` an optional (low, high) pair."""
         lo, hi = (None, None) if ci is None else ci
         return cls(name, r.value, r.numerator, r.denominator, lo, hi, note, axis, unit)
 

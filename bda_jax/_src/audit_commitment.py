@@ -11,7 +11,9 @@ that won the poll. Inputs are flat arrays with one entry per selected speak even
 * ``equivalent`` (optional): a judge's verdict that the two answers are the same answer
   (``True``/``False``/``None``), used by the divergence ``rule`` below.
 
-Every rate is a :class:`Ratio` holding its numerator and denominator.
+Every rate is a :class:`~bda_jax._src.audit_common.Ratio` holding its numerator and
+denominator; :func:`commitment_terms` gives the per-event terms behind each rate (for the
+problem-cluster bootstrap).
 
 Definitions (the counts are over valid pairs; D = the divergent ones):
 
@@ -58,13 +60,14 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy import stats
 
+from .audit_common import Ratio, group_rows, ratio
 from .errors import DataError
 
 __all__ = [
-    "CLASSES", "DEFAULT_PRECEDENCE", "CommitmentMetrics", "DivergenceSources", "KappaResult",
-    "LogitFit", "LogitTerm", "Ratio", "SourceRow", "adoption_logit", "cluster_logit",
-    "cohens_kappa", "commitment_by_group", "commitment_metrics", "divergence",
-    "divergence_sources", "fixed_effects", "outcome_linkage", "ratio",
+    "CLASSES", "COMMITMENT_METRICS", "DEFAULT_PRECEDENCE", "CommitmentMetrics",
+    "DivergenceSources", "KappaResult", "LogitFit", "LogitTerm", "SourceRow", "adoption_logit",
+    "cluster_logit", "cohens_kappa", "commitment_by_group", "commitment_metrics",
+    "commitment_terms", "divergence", "divergence_sources", "fixed_effects", "outcome_linkage",
 ]
 
 DEFAULT_PRECEDENCE = ("self_revert", "incumbent_pull", "peer_echo")
@@ -73,27 +76,6 @@ DEFAULT_PRECEDENCE = ("self_revert", "incumbent_pull", "peer_echo")
 CLASSES = DEFAULT_PRECEDENCE + ("novel",)
 
 _RULES = ("residual", "string", "label")
-
-
-# --------------------------------------------------------------------------- ratios
-
-class Ratio(NamedTuple):
-    """A rate with its parts: ``value`` = ``numerator`` / ``denominator`` (NaN when the
-    denominator is 0). ``numerator`` may be negative (a net shift)."""
-
-    value: float
-    numerator: int
-    denominator: int
-
-
-def ratio(numerator, denominator) -> Ratio:
-    """:class:`Ratio` of two counts.
-
-    >>> round(ratio(1927, 9436).value, 3), ratio(0, 0).value
-    (0.204, nan)
-    """
-    num, den = int(numerator), int(denominator)
-    return Ratio(num / den if den else math.nan, num, den)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -243,12 +225,49 @@ class CommitmentMetrics(NamedTuple):
         units = {"psdr": "valid selected pairs", "psir": "divergent pairs",
                  "psdrg": "divergent pairs", "npcs_d": "divergent pairs"}
         out = []
-        for name in self._fields[:9]:
+        for name in COMMITMENT_METRICS:
             r = getattr(self, name)
             out.append({"name": name, "value": r.value, "numerator": r.numerator,
                         "denominator": r.denominator,
                         "unit": units.get(name, "valid selected pairs"), "note": None})
         return out
+
+
+COMMITMENT_METRICS = ("psdr", "psir", "psdrg", "npcs_d", "improvement_rate", "degradation_rate",
+                      "unconditional_shift", "poll_accuracy", "spoken_accuracy")
+"""The rates of :class:`CommitmentMetrics`, in field order (keys of :func:`commitment_terms`)."""
+
+
+def _terms(poll_answer, spoken_answer, poll_correct, spoken_correct, valid, equivalent, rule,
+           normalize):
+    _check_rule(rule)
+    poll, spoken, pc, sc, ok = _pairs(poll_answer, spoken_answer, poll_correct, spoken_correct,
+                                      valid, normalize)
+    div = _divergent(poll, spoken, _equivalent(equivalent, len(poll)), rule) & ok
+    v, d = ok.astype(np.float64), div.astype(np.float64)
+    impr = (div & (pc == 0) & (sc == 1)).astype(np.float64)
+    degr = (div & (pc == 1) & (sc == 0)).astype(np.float64)
+    terms = {"psdr": (d, v), "psir": (impr, d), "psdrg": (degr, d), "npcs_d": (impr - degr, d),
+             "improvement_rate": (impr, v), "degradation_rate": (degr, v),
+             "unconditional_shift": ((sc - pc) * v, v), "poll_accuracy": (pc * v, v),
+             "spoken_accuracy": (sc * v, v)}
+    return terms, len(poll), int((ok & ~div & (pc != sc)).sum())
+
+
+def commitment_terms(poll_answer, spoken_answer, poll_correct, spoken_correct, valid=None, *,
+                     equivalent=None, rule: str = "residual",
+                     normalize: Callable[[str], str] | None = None) -> dict:
+    """Per-event ``(numerator, denominator)`` terms, each [E] float, of every rate in
+    :data:`COMMITMENT_METRICS` (the table of the module docstring); a rate is the ratio of
+    their sums, and :func:`~bda_jax._src.audit_common.ratio_bootstrap` resamples them by
+    problem cluster. Arguments as for :func:`commitment_metrics`.
+
+    >>> t = commitment_terms(["1", "2"], ["1", "3"], [1, 0], [1, 1])
+    >>> t["psdr"][0].tolist(), t["psdr"][1].tolist(), t["psir"][0].tolist()
+    ([0.0, 1.0], [1.0, 1.0], [0.0, 1.0])
+    """
+    return _terms(poll_answer, spoken_answer, poll_correct, spoken_correct, valid, equivalent,
+                  rule, normalize)[0]
 
 
 def commitment_metrics(poll_answer, spoken_answer, poll_correct, spoken_correct, valid=None, *,
@@ -265,23 +284,12 @@ def commitment_metrics(poll_answer, spoken_answer, poll_correct, spoken_correct,
     >>> m.psdr, m.psir.numerator, m.psdrg.numerator, m.npcs_d.value
     (Ratio(value=0.6, numerator=3, denominator=5), 1, 1, 0.0)
     """
-    _check_rule(rule)
-    poll, spoken, pc, sc, ok = _pairs(poll_answer, spoken_answer, poll_correct, spoken_correct,
-                                      valid, normalize)
-    div = _divergent(poll, spoken, _equivalent(equivalent, len(poll)), rule) & ok
-    n_valid, n_div = int(ok.sum()), int(div.sum())
-    impr = int((div & (pc == 0) & (sc == 1)).sum())
-    degr = int((div & (pc == 1) & (sc == 0)).sum())
-    shift = int(round(float(np.sum((sc - pc)[ok]))))
-    discordant = int((ok & ~div & (pc != sc)).sum())
-    return CommitmentMetrics(
-        psdr=ratio(n_div, n_valid), psir=ratio(impr, n_div), psdrg=ratio(degr, n_div),
-        npcs_d=ratio(impr - degr, n_div), improvement_rate=ratio(impr, n_valid),
-        degradation_rate=ratio(degr, n_valid), unconditional_shift=ratio(shift, n_valid),
-        poll_accuracy=ratio(int(pc[ok].sum()), n_valid),
-        spoken_accuracy=ratio(int(sc[ok].sum()), n_valid),
-        n_pairs=len(poll), n_valid=n_valid, n_divergent=n_div,
-        n_nondivergent_discordant=discordant)
+    terms, n_pairs, discordant = _terms(poll_answer, spoken_answer, poll_correct,
+                                        spoken_correct, valid, equivalent, rule, normalize)
+    rates = {name: ratio(num.sum(), den.sum()) for name, (num, den) in terms.items()}
+    return CommitmentMetrics(**rates, n_pairs=n_pairs, n_valid=rates["psdr"].denominator,
+                             n_divergent=rates["psdr"].numerator,
+                             n_nondivergent_discordant=discordant)
 
 
 def commitment_by_group(group, poll_answer, spoken_answer, poll_correct, spoken_correct,
@@ -304,10 +312,8 @@ def commitment_by_group(group, poll_answer, spoken_answer, poll_correct, spoken_
     eq = kwargs.pop("equivalent", None)
     eq = None if eq is None else list(eq)
     out = {}
-    for label in np.unique(g):
-        idx = np.flatnonzero(g == label)
+    for key, idx in group_rows(g):
         pick = (lambda xs: [xs[i] for i in idx])
-        key = label.item() if hasattr(label, "item") else label
         out[key] = commitment_metrics(
             pick(poll), pick(spoken), pick(pc), pick(sc), None if va is None else va[idx],
             equivalent=None if eq is None else pick(eq), **kwargs)

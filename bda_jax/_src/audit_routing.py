@@ -36,21 +36,21 @@ computed exactly (ties are averaged over, never sampled); see :func:`router_bloc
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from .audit_common import (BootstrapCI, Ratio, group_rows, positive_int, ratio,
+                           ratio_bootstrap, tier_stratified_folds)
 from .audit_log import BroadcastLog, runtime_argmax
 from .errors import DataError
 
 __all__ = [
-    "BootstrapCI", "MCR_ELIGIBLE", "METRICS", "PairCounts", "ROUTERS", "Ratio", "RouterResult",
-    "SanityCheck", "cluster_bootstrap", "cra", "ctr", "hrwp", "learned_router_probabilities",
-    "mcr", "metric_terms", "noisy_oracle_check", "noisy_oracle_scores", "oracle_success",
-    "pair_counts", "pcca", "per_tier", "permutation_null_pcca", "permute_scores_within_blocks",
-    "ratio_bootstrap", "router_block_success", "router_counterfactuals", "routing_audit",
-    "runtime_success", "selected_invalid_rate", "stratified_problem_folds",
+    "MCR_ELIGIBLE", "METRICS", "PairCounts", "ROUTERS", "RouterResult", "SanityCheck", "cra",
+    "ctr", "hrwp", "learned_router_probabilities", "mcr", "metric_terms", "noisy_oracle_check",
+    "noisy_oracle_scores", "oracle_success", "pair_counts", "pcca", "per_tier",
+    "permutation_null_pcca", "permute_scores_within_blocks", "router_block_success",
+    "router_counterfactuals", "routing_audit", "runtime_success", "selected_invalid_rate",
 ]
 
 METRICS = ("selected_invalid_rate", "cra", "hrwp", "runtime_success", "oracle_success", "mcr",
@@ -61,20 +61,12 @@ MCR_ELIGIBLE = ("contested", "selected_valid", "routeable")
 _VOTE_DECIMALS = 9   # confidence-weighted vote sums are compared after rounding (float sums)
 
 
-class Ratio(NamedTuple):
-    """``value = numerator / denominator`` (NaN when the denominator is 0). Block counts for the
-    block-level metrics; for PCCA the numerator is a sum of per-block shares."""
-
-    numerator: float
-    denominator: float
-    value: float
-
-
 def _ratio(num: np.ndarray, den: np.ndarray, weights=None) -> Ratio:
+    """:class:`~bda_jax._src.audit_common.Ratio` of the sums of per-block terms [B], each block
+    counted ``weights`` [B] times."""
     if weights is not None:
         num, den = num * weights, den * weights
-    n, d = float(np.sum(num)), float(np.sum(den))
-    return Ratio(n, d, n / d if d > 0 else math.nan)
+    return ratio(np.sum(num), np.sum(den))
 
 
 # ===================================================================================== views
@@ -293,8 +285,7 @@ def per_tier(log: BroadcastLog, metric: str, **kwargs) -> dict[str, Ratio]:
     """A metric of :data:`METRICS` within each tier (Table 10), tiers in sorted order; keyword
     arguments as for :func:`metric_terms`."""
     num, den = metric_terms(log, metric, **kwargs)
-    tiers = log.block_tier
-    return {t: _ratio(num, den, (tiers == t).astype(np.float64)) for t in sorted(set(tiers))}
+    return {t: _ratio(num[rows], den[rows]) for t, rows in group_rows(log.block_tier)}
 
 
 # ==================================================================== router counterfactuals
@@ -317,40 +308,6 @@ def _answer_groups(log: BroadcastLog):
         codes[log.valid] = inv.reshape(-1)
     C = log.padded(codes, -1)
     return (C[:, :, None] == C[:, None, :]) & (C[:, :, None] >= 0)
-
-
-def stratified_problem_folds(problem, tier, n_folds: int = 2, seed: int = 0) -> np.ndarray:
-    """Fold of each element (same shape as ``problem``), assigned per problem and stratified by
-    tier (Table 2's cross-fitting: K = 2, by problem, tier-stratified).
-
-    Within each tier (sorted), the tier's problems are shuffled by ``Generator(PCG64(seed))`` and
-    dealt round-robin, the deal continuing across tiers so fold sizes differ by at most one
-    problem. All rows of a problem share its fold.
-
-    >>> stratified_problem_folds(["a", "a", "b", "c", "d"], ["1", "1", "1", "2", "2"]).tolist()
-    [0, 0, 1, 0, 1]
-    """
-    problem = np.asarray(problem, object)
-    tier = np.asarray(tier, object)
-    if problem.shape != tier.shape or problem.ndim != 1:
-        raise DataError("problem and tier must be 1-d arrays of one length", field="tier")
-    problems = list(dict.fromkeys(problem.tolist()))
-    if not isinstance(n_folds, (int, np.integer)) or not 2 <= n_folds <= len(problems):
-        raise DataError(f"n_folds must be an integer in [2, {len(problems)}] (the number of "
-                        f"problems), got {n_folds!r}", field="n_folds")
-    tier_of: dict = {}
-    for p, t in zip(problem.tolist(), tier.tolist()):
-        if tier_of.setdefault(p, t) != t:
-            raise DataError(f"problem {p!r} has two tiers ({tier_of[p]!r}, {t!r})", field="tier")
-    rng = np.random.Generator(np.random.PCG64(seed))
-    fold_of: dict = {}
-    dealt = 0
-    for t in sorted(set(tier_of.values()), key=str):
-        members = [p for p in problems if tier_of[p] == t]
-        for k in rng.permutation(len(members)):
-            fold_of[members[k]] = dealt % n_folds
-            dealt += 1
-    return np.array([fold_of[p] for p in problem.tolist()], np.int64)
 
 
 def _router_features(log: BroadcastLog, score: np.ndarray) -> np.ndarray:
@@ -398,12 +355,12 @@ def learned_router_probabilities(log: BroadcastLog, *, score=None, seed: int = 0
     An L2-penalized logistic regression (``l2`` on standardized features, intercept free) of
     ``correct`` on the features of :func:`_router_features` (stated score, missing-score flag,
     gap to the block's best valid score, answer-cluster share, plurality flag, agent one-hot),
-    cross-fitted: problems are split by :func:`stratified_problem_folds` (tier-stratified,
-    ``seed``) and each fold is predicted by a model fitted on the other folds. Deterministic.
+    cross-fitted: problems are split by
+    :func:`~bda_jax._src.audit_common.tier_stratified_folds` (tier-stratified, ``seed``) and each fold is predicted by a model fitted on the other folds. Deterministic.
     """
     s = _score(log, score)
     X = _router_features(log, s)
-    folds = stratified_problem_folds(log.problem, log.tier, n_folds, seed)
+    folds = tier_stratified_folds(log.problem, log.tier, n_folds=n_folds, seed=seed)
     out = np.full(log.n_polls, np.nan)
     y = log.correct.astype(np.float64)
     for k in range(n_folds):
@@ -478,11 +435,11 @@ def router_block_success(log: BroadcastLog, router: str, *, score=None, seed: in
 class RouterResult(NamedTuple):
     """Expected success of one router (Table 1): ``value = numerator / denominator`` with the
     denominator the all-routeable blocks (or all, ``over="all"``), and the oracle's value minus
-    it."""
+    it (fields in :class:`~bda_jax._src.audit_common.Ratio`'s order, then the gap)."""
 
+    value: float
     numerator: float
     denominator: float
-    value: float
     gap_to_oracle: float
 
 
@@ -491,7 +448,8 @@ def router_counterfactuals(log: BroadcastLog, *, routers: Sequence[str] = ROUTER
                            l2: float = 1.0, weights=None) -> dict[str, RouterResult]:
     """Table 1: expected success and gap to oracle of each router of :func:`router_block_success`
     over all-routeable blocks (``over="all"``: every block). For a CI, pass
-    ``router_block_success(...)`` and the denominator terms to :func:`ratio_bootstrap`.
+    ``router_block_success(...)`` and the denominator terms to
+    :func:`~bda_jax._src.audit_common.ratio_bootstrap`.
     """
     if over not in ("routeable", "all"):
         raise DataError(f"over must be 'routeable' or 'all', got {over!r}", field="over")
@@ -503,7 +461,7 @@ def router_counterfactuals(log: BroadcastLog, *, routers: Sequence[str] = ROUTER
     for name in routers:
         r = _ratio(router_block_success(log, name, score=score, seed=seed, n_folds=n_folds,
                                         l2=l2), den, w)
-        out[name] = RouterResult(r.numerator, r.denominator, r.value, oracle - r.value)
+        out[name] = RouterResult(*r, oracle - r.value)
     return out
 
 
@@ -548,8 +506,7 @@ class SanityCheck(NamedTuple):
 
 def _sanity(log: BroadcastLog, draw: Callable[[np.random.Generator], np.ndarray], seed,
             n: int, n_name: str) -> SanityCheck:
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise DataError(f"{n_name} must be a positive integer, got {n!r}", field=n_name)
+    n = positive_int(n, n_name)
     out = {k: np.empty(n) for k in SanityCheck._fields}
     for r, child in enumerate(np.random.SeedSequence(seed).spawn(n)):
         s = draw(np.random.Generator(np.random.PCG64(child)))
@@ -576,118 +533,13 @@ def noisy_oracle_check(log: BroadcastLog, sigma: float, seed: int = 0,
 
 
 # ================================================================================ bootstrap
-class BootstrapCI(NamedTuple):
-    """A statistic with its problem-cluster bootstrap percentile interval (Table 6).
-
-    ``estimate`` on the full data with its ``numerator`` and ``denominator`` (NaN when the
-    statistic is a plain number); ``n_boot`` the resamples with a defined statistic;
-    ``n_clusters`` the resampled units.
-    """
-
-    estimate: float
-    ci_low: float
-    ci_high: float
-    numerator: float
-    denominator: float
-    level: float
-    n_boot: int
-    n_clusters: int
-
-
-def _boot_setup(clusters, n, n_boot, level):
-    cl = np.asarray(clusters)
-    if cl.ndim != 1 or (n is not None and cl.shape != (n,)) or cl.size == 0:
-        raise DataError(f"clusters must be a non-empty 1-d array{'' if n is None else f' [{n}]'},"
-                        f" got shape {cl.shape}", field="clusters")
-    if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
-        raise DataError(f"n_boot must be a positive integer, got {n_boot!r}", field="n_boot")
-    if not 0.0 < level < 1.0:
-        raise DataError(f"level must lie in (0, 1), got {level!r}", field="level")
-    _, unit = np.unique(cl.astype(str), return_inverse=True)
-    unit = unit.reshape(-1)
-    return unit, int(unit.max()) + 1
-
-
-def _interval(draws, level):
-    draws = np.asarray(draws, np.float64)
-    draws = draws[np.isfinite(draws)]
-    if draws.size == 0:
-        return math.nan, math.nan, 0
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi), int(draws.size)
-
-
-def _draw_counts(rng, G, size):
-    return rng.multinomial(G, np.full(G, 1.0 / G), size=size)
-
-
-def cluster_bootstrap(stat_fn: Callable[[np.ndarray], "Ratio | float"], clusters, seed: int = 0,
-                      n_boot: int = 2000, level: float = 0.95) -> BootstrapCI:
-    """Problem-cluster bootstrap of any statistic (Table 6; DESIGN §8: clusters are chunks of at
-    most 10 consecutive problems within a tier, 421 in the paper).
-
-    ``clusters`` [n]: the cluster label of each unit (e.g. ``log.block_cluster`` for blocks);
-    ``stat_fn(weights)`` with ``weights`` [n] float multiplicities returns a :class:`Ratio` or a
-    number (e.g. ``lambda w: cra(log, weights=w)``). Each resample draws as many clusters as
-    there are, with replacement (``Generator(PCG64(seed)).multinomial``, one draw per
-    resample); units inherit their cluster's count. The interval is the ``level`` percentile
-    interval (``numpy.quantile``, linear) of the resampled statistics, NaN ones dropped. The
-    paper does not give its resample count; 2,000 is the default here.
-    """
-    unit, G = _boot_setup(clusters, None, n_boot, level)
-    full = stat_fn(np.ones(unit.size))
-    est, num, den = ((full.value, full.numerator, full.denominator) if isinstance(full, Ratio)
-                     else (float(full), math.nan, math.nan))
-    rng = np.random.Generator(np.random.PCG64(seed))
-    draws = np.empty(n_boot)
-    for r in range(n_boot):
-        counts = _draw_counts(rng, G, None)
-        value = stat_fn(counts[unit].astype(np.float64))
-        draws[r] = value.value if isinstance(value, Ratio) else float(value)
-    lo, hi, used = _interval(draws, level)
-    return BootstrapCI(float(est), lo, hi, float(num), float(den), float(level), used, G)
-
-
-def ratio_bootstrap(numerator, denominator, clusters, seed: int = 0, n_boot: int = 2000,
-                    level: float = 0.95) -> BootstrapCI:
-    """Vectorized :func:`cluster_bootstrap` of ``sum(numerator) / sum(denominator)`` over per-unit
-    terms (each [n], e.g. from :func:`metric_terms`); the same ``seed`` draws the same resamples
-    as :func:`cluster_bootstrap`, so both give the same interval.
-
-    >>> r = ratio_bootstrap([1, 0, 1, 1], [1, 1, 1, 1], ["a", "a", "b", "c"], n_boot=200)
-    >>> r.estimate, r.numerator, r.denominator, r.n_clusters
-    (0.75, 3.0, 4.0, 3)
-    """
-    num = np.asarray(numerator, np.float64)
-    den = np.asarray(denominator, np.float64)
-    if num.ndim != 1 or num.shape != den.shape:
-        raise DataError(f"numerator {num.shape} and denominator {den.shape} must be one [n] "
-                        "shape", field="denominator")
-    unit, G = _boot_setup(clusters, num.size, n_boot, level)
-    num_g = np.bincount(unit, weights=num, minlength=G)
-    den_g = np.bincount(unit, weights=den, minlength=G)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    draws = np.empty(n_boot)
-    chunk = max(1, min(n_boot, (1 << 22) // G))
-    for start in range(0, n_boot, chunk):
-        stop = min(n_boot, start + chunk)
-        counts = np.stack([_draw_counts(rng, G, None) for _ in range(stop - start)])
-        n_r, d_r = counts @ num_g, counts @ den_g
-        with np.errstate(invalid="ignore", divide="ignore"):
-            draws[start:stop] = np.where(d_r > 0, n_r / np.where(d_r > 0, d_r, 1.0), np.nan)
-    lo, hi, used = _interval(draws, level)
-    total_n, total_d = float(num.sum()), float(den.sum())
-    return BootstrapCI(total_n / total_d if total_d > 0 else math.nan, lo, hi, total_n, total_d,
-                       float(level), used, G)
-
-
 def routing_audit(log: BroadcastLog, *, metrics: Sequence[str] = METRICS, seed: int = 0,
                   n_boot: int = 2000, level: float = 0.95, over: str = "routeable",
                   eligible: str = "contested",
                   clusters=None) -> dict[str, BootstrapCI]:
     """Table 6: each routing metric with its explicit numerator, denominator and problem-cluster
-    bootstrap CI (:func:`ratio_bootstrap` on :func:`metric_terms`; every metric uses the same
-    resamples). ``clusters`` [B] overrides ``log.block_cluster``."""
+    bootstrap CI (:func:`~bda_jax._src.audit_common.ratio_bootstrap` on :func:`metric_terms`;
+    every metric uses the same resamples). ``clusters`` [B] overrides ``log.block_cluster``."""
     cl = log.block_cluster if clusters is None else np.asarray(clusters)
     return {m: ratio_bootstrap(*metric_terms(log, m, over=over, eligible=eligible), cl, seed,
                                n_boot, level) for m in metrics}
