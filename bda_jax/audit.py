@@ -10,12 +10,14 @@ interval.
 Logs (JSON Lines format in docs/audit.md):
     ``BroadcastLog``, ``read_broadcast_log``, ``write_broadcast_log``, ``from_records``,
     ``from_frame``, ``simulate_broadcast``, ``load_confmad`` (``ConfmadReport``),
-    ``runtime_argmax``, ``EQUIVALENCE_LABELS``.
+    ``runtime_argmax``, ``effective_selection`` (``SELECTION_SOURCES``), ``EQUIVALENCE_LABELS``,
+    ``CLUSTER_ORDERS``.
 One call for everything, filling a Trace-Audit Card:
     ``audit_broadcast`` -> ``AuditReport`` (``.card``, ``.per_tier``, ``.to_markdown()``).
 Routing (Tables 1, 6, 10, 15):
     ``selected_invalid_rate``, ``cra``, ``hrwp``, ``runtime_success``, ``oracle_success``,
     ``mcr`` (``MCR_ELIGIBLE``), ``pcca``, ``ctr``, ``pair_counts`` (``PairCounts``),
+    ``unselected_blocks``,
     ``metric_terms`` (``METRICS``), ``per_tier``, ``routing_audit``; routers:
     ``router_block_success``, ``router_counterfactuals`` (``ROUTERS``, ``RouterResult``),
     ``learned_router_probabilities``; sanity checks: ``permutation_null_pcca``,
@@ -31,11 +33,15 @@ Commitment (Tables 3, 4, 10-13, 16, 17):
     ``SourceRow``, ``CLASSES``, ``DEFAULT_PRECEDENCE``), ``cluster_logit``, ``outcome_linkage``,
     ``adoption_logit``, ``fixed_effects`` (``LogitFit``, ``LogitTerm``), ``cohens_kappa``
     (``KappaResult``).
+Regression inputs (Tables 4, 12, 18):
+    ``trace_summaries`` (``TraceSummaries``, ``TRACE_PREDICTORS``), ``adoption_rows``
+    (``AdoptionRows``, ``ADOPTION_COVARIATES``), ``commitment_inputs``.
 Shared:
     ``Ratio``, ``ratio``, ``tier_stratified_folds``, ``BootstrapCI``, ``cluster_bootstrap``,
     ``cluster_bootstrap_batched``, ``ratio_bootstrap``.
 Trace-Audit Card (Table 21):
-    ``AuditCard``, ``MetricEntry``, ``SCHEMA_VERSION``, ``SUPPORTED_SCHEMA_VERSIONS``.
+    ``AuditCard``, ``MetricEntry``, ``AGENT_POOLS``, ``SCHEMA_VERSION``,
+    ``SUPPORTED_SCHEMA_VERSIONS``.
 
 >>> from bda_jax import audit
 >>> log = audit.simulate_broadcast(0, n_problems=30)
@@ -47,7 +53,8 @@ from ._src.audit_calibration import (CalibrationReport, CalibrationRow, Isotonic
                                      apply_isotonic, apply_temperature, calibration_by_group,
                                      calibration_report, calibration_row, fit_isotonic,
                                      fit_temperature)
-from ._src.audit_card import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS, AuditCard, MetricEntry
+from ._src.audit_card import (AGENT_POOLS, SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS, AuditCard,
+                              MetricEntry)
 from ._src.audit_commitment import (CLASSES, COMMITMENT_METRICS, DEFAULT_PRECEDENCE,
                                     CommitmentMetrics, DivergenceSources, KappaResult, LogitFit,
                                     LogitTerm, SourceRow, adoption_logit, cluster_logit,
@@ -56,7 +63,8 @@ from ._src.audit_commitment import (CLASSES, COMMITMENT_METRICS, DEFAULT_PRECEDE
                                     fixed_effects, outcome_linkage)
 from ._src.audit_common import (BootstrapCI, Ratio, cluster_bootstrap, cluster_bootstrap_batched,
                                 ratio, ratio_bootstrap, tier_stratified_folds)
-from ._src.audit_log import (EQUIVALENCE_LABELS, BroadcastLog, ConfmadReport, from_frame,
+from ._src.audit_log import (CLUSTER_ORDERS, EQUIVALENCE_LABELS, SELECTION_SOURCES,
+                             BroadcastLog, ConfmadReport, effective_selection, from_frame,
                              from_records, load_confmad, read_broadcast_log, runtime_argmax,
                              simulate_broadcast, write_broadcast_log)
 from ._src.audit_report import AuditReport, audit_broadcast
@@ -66,13 +74,16 @@ from ._src.audit_routing import (MCR_ELIGIBLE, METRICS, ROUTERS, PairCounts, Rou
                                  oracle_success, pair_counts, pcca, per_tier,
                                  permutation_null_pcca, permute_scores_within_blocks,
                                  router_block_success, router_counterfactuals, routing_audit,
-                                 runtime_success, selected_invalid_rate)
+                                 runtime_success, selected_invalid_rate, unselected_blocks)
+from ._src.audit_traces import (ADOPTION_COVARIATES, TRACE_PREDICTORS, AdoptionRows,
+                                TraceSummaries, adoption_rows, commitment_inputs,
+                                trace_summaries)
 
 __all__ = [
     # logs
-    "BroadcastLog", "ConfmadReport", "EQUIVALENCE_LABELS", "from_frame", "from_records",
-    "load_confmad", "read_broadcast_log", "runtime_argmax", "simulate_broadcast",
-    "write_broadcast_log",
+    "BroadcastLog", "CLUSTER_ORDERS", "ConfmadReport", "EQUIVALENCE_LABELS", "SELECTION_SOURCES",
+    "effective_selection", "from_frame", "from_records", "load_confmad", "read_broadcast_log",
+    "runtime_argmax", "simulate_broadcast", "write_broadcast_log",
     # the whole audit
     "AuditReport", "audit_broadcast",
     # routing
@@ -81,6 +92,7 @@ __all__ = [
     "noisy_oracle_scores", "oracle_success", "pair_counts", "pcca", "per_tier",
     "permutation_null_pcca", "permute_scores_within_blocks", "router_block_success",
     "router_counterfactuals", "routing_audit", "runtime_success", "selected_invalid_rate",
+    "unselected_blocks",
     # calibration
     "CalibrationReport", "CalibrationRow", "IsotonicFit", "apply_isotonic", "apply_temperature",
     "calibration_by_group", "calibration_report", "calibration_row", "fit_isotonic",
@@ -90,9 +102,12 @@ __all__ = [
     "DivergenceSources", "KappaResult", "LogitFit", "LogitTerm", "SourceRow", "adoption_logit",
     "cluster_logit", "cohens_kappa", "commitment_by_group", "commitment_metrics",
     "commitment_terms", "divergence", "divergence_sources", "fixed_effects", "outcome_linkage",
+    # regression inputs
+    "ADOPTION_COVARIATES", "AdoptionRows", "TRACE_PREDICTORS", "TraceSummaries", "adoption_rows",
+    "commitment_inputs", "trace_summaries",
     # shared
     "BootstrapCI", "Ratio", "cluster_bootstrap", "cluster_bootstrap_batched", "ratio",
     "ratio_bootstrap", "tier_stratified_folds",
     # card
-    "AuditCard", "MetricEntry", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS",
+    "AGENT_POOLS", "AuditCard", "MetricEntry", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS",
 ]

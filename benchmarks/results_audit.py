@@ -113,7 +113,8 @@ def write_doc(entry: dict, report, total: float):
     m = {n: _metric(card, n) for n in ("CRA", "HRWP", "PCCA (tie-aware)", "CTR", "ECE (raw)",
                                         "ECE (isotonic)", "AUROC (raw)", "AUROC (isotonic)",
                                         "router: runtime_argmax", "router: random_valid",
-                                        "router: majority_vote", "router: oracle")}
+                                        "router: majority_vote", "router: oracle",
+                                        "gap to oracle: runtime_argmax")}
     head = {n: _fmt(v) for n, v in m.items()}
     routers = ", ".join(f"{n.split(': ')[1]} {m[n]['value']:.3f}" for n in m
                         if n.startswith("router: "))
@@ -164,7 +165,9 @@ def write_doc(entry: dict, report, total: float):
         f"(held-out AUROC {m['AUROC (isotonic)']['value']:.3f}: pooled over two folds whose "
         "maps differ, it need not equal the raw AUROC). The replayed argmax picks a correct "
         f"answer in most blocks (CRA {head['CRA']}; HRWP {head['HRWP']}) mainly because both "
-        f"agents are usually right; expected success per block: {routers}.",
+        f"agents are usually right; expected success per block: {routers}; the replayed "
+        f"argmax's gap to the oracle, with its paired interval: "
+        f"{head['gap to oracle: runtime_argmax']}.",
         "",
         "Sensitivity: reading the fallback 50 as \"no score\" (those candidates leave the "
         f"calibration rows) gives raw ECE {_fmt(_metric(alt, 'ECE (raw)'))} and AUROC "

@@ -15,7 +15,8 @@ def _card(**over):
     """The audited configuration of seed 000 (Tables 6-8) as a card."""
     kw = dict(
         protocol_name="confidence-routed broadcast", protocol_version="1.0",
-        agent_model=["openai/gpt-oss-120b"], n_agents=3, routing_rule="confidence argmax",
+        agent_model=["openai/gpt-oss-120b"], agent_pool="homogeneous", n_agents=3,
+        routing_rule="confidence argmax",
         tie_rule="first listed agent wins", confidence_scale="integer 0-100",
         paper_of_record="Jiang et al. 2026, confidence routing audit",
         decoding_temperature=0.0, speak_threshold=65, memory_regime="summary_plus_recent, window 5",
@@ -81,6 +82,7 @@ def test_markdown_lists_every_metric_with_its_denominator():
         assert f"{m.value:.3f}" in line
     assert "| Parse rate | 0.984 (14,129 / 14,359 polls) |" in md
     assert "| Speak threshold | 65 |" in md and "95% CI" in md
+    assert "| Agent pool | homogeneous |" in md
 
 
 def test_card_from_commitment_metrics():
@@ -99,6 +101,7 @@ def test_card_from_commitment_metrics():
     (lambda d: d.update(colour="blue"), "colour"),
     (lambda d: d.update(n_agents="three"), "n_agents"),
     (lambda d: d.update(agent_model=[]), "agent_model"),
+    (lambda d: d.update(agent_pool="mixed"), "agent_pool"),
     (lambda d: d.update(decoding_temperature=-1), "decoding_temperature"),
     (lambda d: d["metrics"][1].update(denominator=-5), "metrics[1].denominator"),
     (lambda d: d["metrics"][0].update(value="high"), "metrics[0].value"),
@@ -158,3 +161,12 @@ def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert path.read_text() == before and sorted(os.listdir(tmp_path)) == ["card.json"]
     assert math.isclose(AuditCard.read(path).ci_level, 0.95)
+
+
+def test_agent_pool_is_optional_and_checked():
+    d = json.loads(_card().to_json())
+    d.pop("agent_pool")                                   # a card without it still reads
+    assert AuditCard.from_json(json.dumps(d)).agent_pool is None
+    with pytest.raises(DataError) as e:
+        _card(agent_pool="both")
+    assert e.value.field == "agent_pool"

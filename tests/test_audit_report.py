@@ -1,14 +1,17 @@
 """The whole audit in one call (issue 8): a broadcast log -> routing, calibration and
 commitment metrics with denominators and cluster-bootstrap intervals -> a Trace-Audit Card."""
+import dataclasses
 import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from bda_jax import DataError
-from bda_jax.audit import (AuditCard, audit_broadcast, cra, from_records, pcca,
-                           simulate_broadcast)
+from bda_jax.audit import (AuditCard, audit_broadcast, cluster_bootstrap, cra, from_records,
+                           oracle_success, pcca, router_block_success, simulate_broadcast,
+                           tier_stratified_folds)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +43,9 @@ def test_simulated_card_round_trips_and_lists_every_metric_with_its_denominator(
     rows = _rows(report.to_markdown())
     for m in card.metrics:
         assert m.denominator is not None and m.unit, m.name
+        if m.denominator == 0:                 # an empty class: undefined, no interval
+            assert m.value is None and m.ci_low is None and m.ci_high is None, m.name
+            continue
         assert m.ci_low is not None and m.ci_low <= m.ci_high, m.name
         if m.numerator is not None and m.denominator > 0:
             assert m.value == pytest.approx(m.numerator / m.denominator, rel=1e-6), m.name
@@ -50,7 +56,9 @@ def test_simulated_card_round_trips_and_lists_every_metric_with_its_denominator(
             assert f"| {den} {m.unit} |" in line, m.name
     assert card.n_agents == 3 and card.agent_model == ["sim-a", "sim-b"]
     assert card.parse_rate.denominator == log.n_polls
-    assert card.parse_rate.numerator == int(log.valid.sum())
+    assert card.parse_rate.numerator == sum(c is not None for c in log.candidate)
+    assert card.agent_pool == "heterogeneous"                  # two distinct agent models
+    assert "| Agent pool | heterogeneous |" in card.to_markdown()
     assert "50 resamples" in card.ci_method
     # the routing rows are the routing module's own ratios
     by_name = {m.name: m for m in card.metrics}
@@ -154,3 +162,69 @@ def test_polls_only_log_skips_commitment_and_checks_card_fields():
     assert e.value.field == "metrics"
     assert math.isclose(audit_broadcast(from_records(polls), n_boot=20,
                                         routers=()).card.ci_level, 0.95)
+
+
+def test_parse_rate_counts_parsed_candidates_and_the_labeled_share_is_separate():
+    # HAND's 10 polls all parse and are labeled; add c in turn 0 with an unlabeled "z" and c in
+    # turn 1 with no answer: parse rate 11 / 12 polls, labeled share 10 / 11 parsed candidates
+    polls = [r for r in HAND if r["kind"] == "poll"]
+    polls += [_poll(0, "c", .1, "z", None), _poll(1, "c", .1, None, None)]
+    card = audit_broadcast(from_records(polls), n_boot=20, routers=()).card
+    p = card.parse_rate
+    assert (p.value, p.numerator, p.denominator, p.unit) == (11 / 12, 11, 12, "polls")
+    labeled = next(m for m in card.metrics if m.name == "labeled share")
+    assert (labeled.value, labeled.numerator, labeled.denominator) == (10 / 11, 10, 11)
+    assert labeled.unit == "parsed candidates"
+
+
+def test_agent_pool_is_derived_from_agent_model():
+    polls = [r for r in HAND if r["kind"] == "poll"]
+    log = from_records(polls)
+    one = audit_broadcast(log, n_boot=20, routers=(), agent_model=["m", "m"]).card
+    assert one.agent_pool == "homogeneous"
+    assert audit_broadcast(log, n_boot=20, routers=()).card.agent_pool is None   # model unknown
+    given = audit_broadcast(log, n_boot=20, routers=(), agent_model=["m"],
+                            agent_pool="heterogeneous").card
+    assert given.agent_pool == "heterogeneous"
+
+
+def test_calibration_and_learned_router_share_one_fold_deal():
+    # three problems lose every stated score, so the problems with a calibration candidate are
+    # a subset: a deal over them alone would differ from the deal over all problems
+    log = simulate_broadcast(1, n_problems=40)
+    gone = np.isin(log.problem, ["p00003", "p00017", "p00029"])
+    log = dataclasses.replace(log, score=np.where(gone, np.nan, log.score))
+    report = audit_broadcast(log, n_boot=20, routers=("learned",))
+    deal = tier_stratified_folds(log.problem, log.tier, n_folds=2, seed=0)
+    assert np.array_equal(report.folds, deal)
+    cand = log.valid & ~np.isnan(log.score)
+    assert np.array_equal(report.calibration.folds, deal[cand])
+    alone = tier_stratified_folds(log.problem[cand], log.tier[cand], n_folds=2, seed=0)
+    assert not np.array_equal(alone, deal[cand])               # the old, separate deal
+    learned = next(m for m in report.card.metrics if m.name == "router: learned")
+    success = router_block_success(log, "learned", folds=deal)
+    assert learned.numerator == pytest.approx(success.sum())
+
+
+def test_gap_to_oracle_has_a_paired_interval_on_the_shared_resamples(sim_report):
+    log, report = sim_report
+    by = {m.name: m for m in report.card.metrics}
+    oracle = by["router: oracle"]
+    assert "gap to oracle: oracle" not in by
+    for name in ("runtime_argmax", "random_valid", "majority_vote", "learned"):
+        gap, router = by[f"gap to oracle: {name}"], by[f"router: {name}"]
+        assert gap.denominator == router.denominator == oracle.denominator
+        assert gap.numerator == pytest.approx(oracle.numerator - router.numerator)
+        assert gap.value == pytest.approx(oracle.value - router.value)
+    # paired: each resample's gap is the oracle's minus the router's on the same clusters;
+    # the generic bootstrap of that difference, with the same seed, draws the same resamples
+    success = router_block_success(log, "runtime_argmax")
+
+    def gap_stat(w):
+        o = oracle_success(log, weights=w)
+        return o.value - np.sum(w * success) / o.denominator if o.denominator else math.nan
+
+    ref = cluster_bootstrap(gap_stat, log.block_cluster, seed=0, n_boot=50)
+    got = report.router_gaps["runtime_argmax"]
+    assert (got.ci_low, got.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), abs=1e-12)
+    assert got.ci_low <= got.estimate <= got.ci_high

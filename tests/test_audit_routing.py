@@ -4,17 +4,21 @@ import dataclasses
 import json
 import math
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
 from bda_jax.audit import (
-    METRICS, ROUTERS, BroadcastLog, cluster_bootstrap, cra, ctr, from_frame, from_records, hrwp,
+    METRICS, ROUTERS, BroadcastLog, audit_broadcast, cluster_bootstrap, cra, ctr,
+    divergence_sources, effective_selection, from_frame, from_records, hrwp,
     learned_router_probabilities, load_confmad, mcr, metric_terms, noisy_oracle_check,
     noisy_oracle_scores, oracle_success, pair_counts, pcca, per_tier, permutation_null_pcca,
     permute_scores_within_blocks, ratio_bootstrap, read_broadcast_log, router_block_success,
     router_counterfactuals, routing_audit, runtime_argmax, runtime_success,
-    selected_invalid_rate, simulate_broadcast, tier_stratified_folds, write_broadcast_log)
+    selected_invalid_rate, simulate_broadcast, tier_stratified_folds, unselected_blocks,
+    write_broadcast_log)
+from bda_jax._src.audit_traces import commitment_inputs
 from bda_jax._src.audit_routing import _fit_logistic
 from bda_jax import DataError, TraceError
 from reference import SHARED_DATA
@@ -139,6 +143,15 @@ GOOD = poll("p1", 0, "a", .5, "x", True, True)
     ([{**GOOD, "problem": ""}], 1, None, "problem", "non-empty"),
     ([GOOD, {"kind": "speak", "problem": "p1", "outer_round": 0, "turn": 0, "speaker": "a",
              "equivalence": "same"}], 2, "p1", "equivalence", "equivalent"),
+    # a JSON integer of 400 digits overflows a float: a typed error naming the score field
+    ([{**GOOD, "score": 10**400}], 1, "p1", "score", "overflows"),
+    # an earlier public answer with an empty author is refused like an empty agent
+    ([GOOD, {"kind": "speak", "problem": "p1", "outer_round": 0, "turn": 0, "speaker": "a",
+             "earlier_public": [{"agent": "", "answer": "x"}]}], 2, "p1", "earlier_public",
+     "non-empty"),
+    ([GOOD, {"kind": "speak", "problem": "p1", "outer_round": 0, "turn": 0, "speaker": "a",
+             "earlier_public": [{"agent": "  ", "answer": "x"}]}], 2, "p1", "earlier_public",
+     "non-empty"),
 ])
 def test_reader_errors_name_file_line_task_and_field(tmp_path, lines, line, task, fld, words):
     path = tmp_path / "bad.jsonl"
@@ -219,7 +232,8 @@ def test_per_tier_splits_denominators():
     assert out == {"1": (1.0, 1, 1), "2": (0.5, 1, 2)}
 
 
-def test_paper_arithmetic_reproduces_table_6_and_table_1():
+@pytest.fixture(scope="module")
+def paper_log():
     """Blocks built to the paper's counts: 11,122 selected blocks, 9,653 all-routeable, 9,467
     selected-valid, 5,295 possible-hit, 4,795 selected-correct, 7,970 contested."""
     kinds = {   # (n blocks, polls (score .9 selected, .5, .4) as (answer, label) or None)
@@ -239,7 +253,11 @@ def test_paper_arithmetic_reproduces_table_6_and_table_1():
                 recs.append(poll(f"q{b // 4}", b % 4, agent, score, cand and cand[0],
                                  cand and cand[1], agent == "a"))
             b += 1
-    log = from_records(recs)
+    return from_records(recs)
+
+
+def test_paper_arithmetic_reproduces_table_6_and_table_1(paper_log):
+    log = paper_log
     assert log.n_blocks == 11_122
 
     def exact(r, num, den):
@@ -255,6 +273,109 @@ def test_paper_arithmetic_reproduces_table_6_and_table_1():
     table = router_counterfactuals(log, routers=("runtime_argmax", "oracle"))
     assert Fraction(table["runtime_argmax"].numerator).limit_denominator() == 4795
     assert round(table["runtime_argmax"].gap_to_oracle, 3) == 0.052
+
+
+def test_paper_counts_rule_out_the_wider_mcr_readings(paper_log):
+    # A miss (selected valid and wrong, another valid candidate correct) lies in a possible-hit
+    # block whose selected candidate is not correct: by Table 6's HRWP parts the MCR numerator
+    # is at most 5,295 - 4,795 = 500, whatever the eligibility reading.
+    bound = 5295 - 4795
+    h = hrwp(paper_log)
+    assert (h.numerator, h.denominator) == (4795, 5295)       # the layout has the paper's counts
+    printed = 0.058
+    for eligible, den, best in (("selected_valid", 9467, 0.053), ("routeable", 9653, 0.052)):
+        r = mcr(paper_log, eligible=eligible)
+        assert r.denominator == den and r.numerator <= bound
+        # 500 / 9,467 = .0528 and 500 / 9,653 = .0518: no numerator in 0..500 prints .058
+        assert round(bound / den, 3) == best
+        assert max(round(n / den, 3) for n in range(bound + 1)) < printed
+    # only a subset denominator (7,970 < 9,467) can reach it, e.g. the contested reading
+    assert mcr(paper_log) == (462 / 7970, 462, 7970) and round(462 / 7970, 3) == printed
+
+
+def test_table6_pair_counts_and_ctr():
+    # Table 6: PCCA over "1,184 blocks / 2,079 pairs", CTR .327 of the 2,079 pairs. With three
+    # agents a mixed block holds 2 pairs (one correct, two wrong) or 1 (one correct, one wrong,
+    # one invalid): 895 + 289 = 1,184 blocks, 895 * 2 + 289 = 2,079 pairs. 680 tied pairs:
+    # 680 / 2,079 = .3271 (679 would print .327 too; 680 is one consistent choice).
+    #   kind          scores (c | w1, w2)   n    pairs  tied  c higher  block share
+    #   one-pair tie  .5 | .5, invalid      289  1      1     0         .5
+    #   tie + win     .5 | .5, .3           391  2      1     1         .75
+    #   win + win     .9 | .5, .3           200  2      0     2         1
+    #   win + loss    .5 | .3, .9            75  2      0     1         .5
+    #   loss + loss   .3 | .5, .9           229  2      0     0         0
+    # tied 289 + 391 = 680; correct higher 391 + 2 * 200 + 75 = 866; wrong higher 75 + 2 * 229
+    # = 533; PCCA (289 * .5 + 391 * .75 + 200 + 75 * .5) / 1,184 = 675.25 / 1,184 = .5703
+    kinds = [(289, (.5, .5, None)), (391, (.5, .5, .3)), (200, (.9, .5, .3)),
+             (75, (.5, .3, .9)), (229, (.3, .5, .9))]
+    recs, b = [], 0
+    for n, (sc, s1, s2) in kinds:
+        for _ in range(n):
+            q, t = f"q{b // 8}", b % 8
+            recs += [poll(q, t, "a", sc, "g", True, True), poll(q, t, "b", s1, "w", False),
+                     poll(q, t, "c", s2 if s2 is not None else .1, "v" if s2 else None,
+                          False if s2 else None)]
+            b += 1
+    log = from_records(recs)
+    assert pair_counts(log) == (1184, 2079, 866, 533, 680)
+    assert ctr(log) == (680 / 2079, 680, 2079) and round(680 / 2079, 3) == 0.327
+    assert pcca(log) == pytest.approx((675.25 / 1184, 675.25, 1184))
+    assert round(pcca(log).value, 3) == 0.570
+
+
+# ========================================================================= selection source
+def _without_selected(records, blocks=None):
+    """The records with the ``selected`` key dropped (in the given (problem, turn) blocks, or
+    everywhere)."""
+    return [{k: v for k, v in r.items() if k != "selected"}
+            if blocks is None or (r["problem"], r["turn"]) in blocks else r for r in records]
+
+
+def test_log_without_selected_flags_replays_the_runtime_argmax(hand):
+    # HAND's selections are the runtime argmax (first listed wins the .6/.6 tie of block 2), so
+    # a log written without the flags must give the hand-counted metrics of the logged one
+    bare = from_records(_without_selected(HAND))
+    assert not bare.selected.any()
+    sel, source = effective_selection(bare)
+    assert source == "replayed" and sel.tolist() == hand.selected.tolist()
+    assert effective_selection(hand)[1] == "logged"
+    assert cra(bare) == (0.5, 2, 4) and hrwp(bare) == (0.5, 2, 4)
+    assert runtime_success(bare) == (0.4, 2, 5) and mcr(bare) == (1 / 3, 1, 3)
+    assert selected_invalid_rate(bare) == (2 / 6, 2, 6) and unselected_blocks(bare) == 0
+    # (n_folds=4 > 3 problems: calibration is skipped, keeping the test fast)
+    report = audit_broadcast(bare, n_boot=20, routers=("runtime_argmax",), n_folds=4)
+    assert report.selection == "replayed" and "No poll of the log is selected" in report.card.notes
+    by = {m.name: m for m in report.card.metrics}
+    assert (by["HRWP"].numerator, by["HRWP"].denominator) == (2, 4)
+
+
+def test_replayed_selection_follows_the_speaker():
+    # block (p, 0): scores a .9, b .3, but b spoke: b held the floor, not the argmax a;
+    # block (p, 1): no speak record: the argmax b (.8)
+    recs = [poll("p", 0, "a", .9, "x", False), poll("p", 0, "b", .3, "y", True),
+            {"kind": "speak", "problem": "p", "outer_round": 0, "turn": 0, "speaker": "b",
+             "spoken": "y", "spoken_correct": True},
+            poll("p", 1, "a", .2, "x", False), poll("p", 1, "b", .8, "y", True)]
+    log = from_records(_without_selected(recs))
+    assert effective_selection(log)[0].tolist() == [False, True, False, True]
+    assert cra(log) == (1.0, 2, 2)
+
+
+def test_blocks_without_a_selection_leave_the_denominators(hand):
+    # HAND with the flags of blocks 1 (p1, turn 0) and 6 (p3, turn 1) dropped; blocks 2-5 keep
+    # theirs. Selected blocks 2, 3, 4, 5 (invalid picks in 3 and 5): selected-invalid 2/4;
+    # selected-valid 2 and 4, both wrong: CRA 0/2; possible-hit and selected: 2, 3: HRWP 0/2;
+    # routeable and selected: 2, 3, 4: runtime success 0/3; oracle success keeps all five
+    # routeable blocks (router-independent): 4/5; MCR contested: block 2 (a miss) and 4: 1/2.
+    log = from_records(_without_selected(HAND, {("p1", 0), ("p3", 1)}))
+    assert effective_selection(log)[1] == "logged" and unselected_blocks(log) == 2
+    assert selected_invalid_rate(log) == (0.5, 2, 4)
+    assert cra(log) == (0.0, 0, 2) and hrwp(log) == (0.0, 0, 2)
+    assert runtime_success(log) == (0.0, 0, 3) and runtime_success(log, over="all") == (0, 0, 4)
+    assert oracle_success(log) == (0.8, 4, 5)
+    assert mcr(log) == (0.5, 1, 2) and mcr(log, eligible="routeable") == (1 / 3, 1, 3)
+    notes = audit_broadcast(log, n_boot=20, routers=(), n_folds=4).card.notes
+    assert "2 of 6 blocks have no selected poll" in notes
 
 
 # ================================================================================== routers
@@ -288,6 +409,30 @@ def test_vote_ties_count_each_answer_once():
     log = from_records([poll("p", 0, "a", .4, "y", False), poll("p", 0, "b", .2, "x", True),
                         poll("p", 0, "c", .2, "x", True)])
     assert router_block_success(log, "confidence_weighted_vote").tolist() == [0.5]
+
+
+def test_answer_clusters_change_the_vote_pick():
+    # one block, gold 1/2: a "0.5" (correct, .4), b "1/2" (correct, .4), c "2" (wrong, .7).
+    # Exact answers: three singleton answers, so the majority vote ties three ways (2 of 3
+    # picks correct: 2/3) and the weighted vote picks "2" (.7 > .4): 0.
+    # Clusters {"0.5", "1/2"} -> "half": majority 2 vs 1 picks half (1); weighted .8 > .7 (1).
+    log = from_records([poll("p", 0, "a", .4, "0.5", True), poll("p", 0, "b", .4, "1/2", True),
+                        poll("p", 0, "c", .7, "2", False)])
+    assert router_block_success(log, "majority_vote").tolist() == [pytest.approx(2 / 3)]
+    assert router_block_success(log, "confidence_weighted_vote").tolist() == [0.0]
+    half = ["half", "half", "2"]
+    assert router_block_success(log, "majority_vote", answer_cluster=half).tolist() == [1.0]
+    assert router_block_success(log, "confidence_weighted_vote",
+                                answer_cluster=half).tolist() == [1.0]
+    table = router_counterfactuals(log, routers=("majority_vote",), answer_cluster=half)
+    assert table["majority_vote"].value == 1.0
+    # a mixed cluster scores its members' mean correctness: {"0.5", "2"} .4 + .7 = 1.1 > .4
+    assert router_block_success(log, "confidence_weighted_vote",
+                                answer_cluster=["k", "j", "k"]).tolist() == [0.5]
+    with pytest.raises(DataError, match="answer_cluster"):
+        router_block_success(log, "majority_vote", answer_cluster=["k", None, "k"])
+    with pytest.raises(DataError, match="answer_cluster"):
+        router_block_success(log, "majority_vote", answer_cluster=["k"])
 
 
 def test_stratified_folds_balance_tiers_and_keep_problems_whole():
@@ -355,9 +500,17 @@ def test_noisy_oracle_saturates_at_small_sigma(sim):
 
 
 def test_noisy_oracle_at_sigma_half_matches_table_15(sim):
+    # A correct candidate scores clip(1 + e), a wrong one clip(e), e ~ N(0, .5^2). A pair ties
+    # only when both clip to 1 (P(e_c >= 0) P(e_w >= 1) = 1/2 Phi(-2)) or both to 0 (Phi(-2) 1/2):
+    # tie rate 2 Phi(-2) 1/2 = .0228 (Table 15: .023). PCCA: Table 15's .913.
+    tie = 2 * NormalDist().cdf(-2) * 0.5
+    assert round(tie, 4) == 0.0228 and round(tie, 3) == 0.023
+    # ~4,200 pairs per replicate x 20 replicates: the mean CTR's sd is ~.0006 and PCCA's ~.001,
+    # so the tolerances below are >= 6 sd (the expected PCCA of this design is .916)
+    assert pair_counts(sim).n_pairs > 4000
     check = noisy_oracle_check(sim, 0.5, seed=0, n_rep=20).summary()
-    assert check["pcca"][0] == pytest.approx(0.91, abs=0.02)
-    assert check["ctr"][0] == pytest.approx(0.02, abs=0.01)   # ties only from clipping
+    assert check["ctr"][0] == pytest.approx(tie, abs=0.005)
+    assert check["pcca"][0] == pytest.approx(0.913, abs=0.01)
     s = noisy_oracle_scores(sim, 0.5, 0)
     assert s.min() == 0.0 and s.max() == 1.0
     assert np.array_equal(s, noisy_oracle_scores(sim, 0.5, 0))
@@ -403,6 +556,45 @@ def test_simulator_is_seeded_overconfident_and_has_material():
         rows = a.cluster == c
         assert len(set(a.problem[rows])) <= 10 and len(set(a.tier[rows])) == 1
     assert set(ROUTERS) == set(router_counterfactuals(a))
+
+
+def test_simulated_self_reverts_return_to_earlier_spoken_answers():
+    # only self-reverts: a divergent speaker returns to one of its own earlier *spoken* answers
+    # (other than its poll candidate) when it has one, else says a novel answer; the audit's
+    # self-revert flag (own earlier public answers) must then fire on every event with one
+    log = simulate_broadcast(5, n_problems=60, divergence_rate=0.5,
+                             divergence_mix=(1, 0, 0, 0))
+    inputs = commitment_inputs(log)
+    poll_answer = inputs["poll_answer"]
+    n_with, n_without = 0, 0
+    for e in range(log.n_speaks):
+        if log.equivalence[e] != "divergent":
+            continue
+        own = {a for who, a in log.earlier_public[e] if who == log.speaker[e]}
+        own.discard(poll_answer[e])
+        if own:
+            n_with += 1
+            assert log.spoken[e] in own
+        else:
+            n_without += 1
+    assert n_with > 50 and n_without > 10
+    src = divergence_sources(**{k: inputs[k] for k in (
+        "poll_answer", "spoken_answer", "poll_correct", "spoken_correct", "own_earlier",
+        "incumbent", "peer_earlier")}, equivalent=inputs["equivalent"])
+    self_revert = {r.name: r.share.numerator for r in src.primary_table}["self_revert"]
+    assert self_revert >= n_with
+
+
+def test_default_clusters_in_sorted_problem_order():
+    # problems appear as p10, p2, p1, p11 (one tier); chunks of 2 consecutive problems:
+    # appearance order -> {p10, p2}, {p1, p11}; sorted ids p1, p2, p10, p11 -> {p1, p2}, {p10, p11}
+    recs = [poll(q, 0, "a", .5, "x", True) for q in ("p10", "p2", "p1", "p11")]
+    log = from_records(recs, cluster_size=2)
+    assert log.block_cluster.tolist() == ["0", "0", "1", "1"]
+    log = from_records(recs, cluster_size=2, cluster_order="sorted")
+    assert log.block_cluster.tolist() == ["1", "0", "0", "1"]
+    with pytest.raises(DataError, match="cluster_order"):
+        from_records(recs, cluster_order="random")
 
 
 # ================================================================================= ConfMAD

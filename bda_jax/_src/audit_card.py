@@ -5,28 +5,34 @@ traces, how turns were routed and ties broken, what the confidence scale was, ho
 extracted and judged, and every audited metric with its numerator, denominator and interval. It
 describes a protocol's measurement properties, not a model or a dataset.
 
-Fields (R = required, O = optional, may be null):
+Fields (R = required, O = optional, may be null; R+ = required here, an extension: the rows
+of the paper's Table 21 that the seed text shows are protocol_name (R), protocol_version (R),
+paper_of_record (O) and agent_model (R, "homogeneous or heterogeneous"); every other field is
+this implementation's):
 
 =====================  ===  ==========================================================
 field                  R/O  content
 =====================  ===  ==========================================================
-schema_version         R    this JSON layout's version; :data:`SCHEMA_VERSION`
-protocol_name          R    short protocol name
-protocol_version       R    protocol version tag
-paper_of_record        O    citation defining the protocol
+schema_version         R+   this JSON layout's version; :data:`SCHEMA_VERSION`
+protocol_name          R    short protocol name (Table 21)
+protocol_version       R    protocol version tag (Table 21)
+paper_of_record        O    citation defining the protocol (Table 21)
 agent_model            R    model id(s), a non-empty list (one entry per distinct model)
+                            (Table 21)
+agent_pool             O    "homogeneous" or "heterogeneous" (Table 21's note on
+                            agent_model; ``audit_broadcast`` derives it from agent_model)
 decoding_temperature   O    sampling temperature of the agents
-n_agents               R    agents polled per turn (>= 1)
-routing_rule           R    e.g. "confidence argmax"
-tie_rule               R    e.g. "first listed agent wins"
-confidence_scale       R    e.g. "integer 0-100"
+n_agents               R+   agents polled per turn (>= 1)
+routing_rule           R+   e.g. "confidence argmax"
+tie_rule               R+   e.g. "first listed agent wins"
+confidence_scale       R+   e.g. "integer 0-100"
 speak_threshold        O    score threshold gating speech or notes, on the confidence scale
 memory_regime          O    public-memory regime
 approval_policy        O    approval / candidate-update policy
 evaluator              O    what scores final answers
 judge                  O    equivalence / correctness judge
 extraction_method      O    how answers are extracted from free text
-parse_rate             O    a metric entry: parsed / attempted
+parse_rate             O    a metric entry: parsed / attempted polls
 ci_level               O    the level of every metric's interval (default 0.95)
 ci_method              O    how intervals were made (e.g. a problem-cluster bootstrap)
 metrics                R    list of metric entries (may be empty)
@@ -52,7 +58,7 @@ from typing import Any, Mapping
 from .errors import ArtifactError, DataError
 from .io import atomic_write
 
-__all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "AuditCard", "MetricEntry"]
+__all__ = ["AGENT_POOLS", "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "AuditCard", "MetricEntry"]
 
 SCHEMA_VERSION = "0.1"
 """Version written by :meth:`AuditCard.to_json` (after the paper's Trace-Audit Card v0.1)."""
@@ -169,6 +175,7 @@ class MetricEntry:
 
 _REQUIRED = ("protocol_name", "protocol_version", "agent_model", "n_agents", "routing_rule",
              "tie_rule", "confidence_scale", "metrics")
+AGENT_POOLS = ("homogeneous", "heterogeneous")
 _STR_FIELDS = ("protocol_name", "protocol_version", "paper_of_record", "routing_rule",
                "tie_rule", "confidence_scale", "memory_regime", "approval_policy", "evaluator",
                "judge", "extraction_method", "ci_method", "notes")
@@ -176,6 +183,7 @@ _STR_FIELDS = ("protocol_name", "protocol_version", "paper_of_record", "routing_
 _LABELS = [
     ("protocol_name", "Protocol name"), ("protocol_version", "Protocol version"),
     ("paper_of_record", "Paper of record"), ("agent_model", "Agent model(s)"),
+    ("agent_pool", "Agent pool"),
     ("decoding_temperature", "Decoding temperature"), ("n_agents", "Number of agents"),
     ("routing_rule", "Routing rule"), ("tie_rule", "Tie rule"),
     ("confidence_scale", "Confidence scale"), ("speak_threshold", "Speak threshold"),
@@ -207,6 +215,7 @@ class AuditCard:
     confidence_scale: str
     metrics: list = field(default_factory=list)
     paper_of_record: str | None = None
+    agent_pool: str | None = None
     decoding_temperature: float | None = None
     speak_threshold: float | None = None
     memory_regime: str | None = None
@@ -236,6 +245,9 @@ class AuditCard:
             raise err("must be a non-empty list of model ids", field="agent_model")
         self.agent_model = [_str(m, f"agent_model[{i}]", err, required=True)
                             for i, m in enumerate(am)]
+        if self.agent_pool is not None and self.agent_pool not in AGENT_POOLS:
+            raise err(f"must be 'homogeneous', 'heterogeneous' or null, got "
+                      f"{self.agent_pool!r}", field="agent_pool")
         n = self.n_agents
         if isinstance(n, bool) or not _is_num(n) or float(n) != int(n) or int(n) < 1:
             raise err(f"must be an integer >= 1, got {n!r}", field="n_agents")

@@ -201,8 +201,9 @@ def _ci(estimate, num, den, draws, level, G) -> BootstrapCI:
 
 def cluster_bootstrap(stat_fn: Callable[[np.ndarray], "Ratio | float"], clusters, seed: int = 0,
                       n_boot: int = 2000, level: float = 0.95) -> BootstrapCI:
-    """Problem-cluster bootstrap of any statistic (Table 6; DESIGN §8: clusters are chunks of at
-    most 10 consecutive problems within a tier, 421 in the paper).
+    """Problem-cluster bootstrap of any statistic (Table 6; the paper resamples 421 problem
+    clusters, which DESIGN §8 reads as chunks of at most 10 consecutive problems within a tier —
+    a reading its unpublished tier sizes do not let us check).
 
     ``clusters`` [n]: the cluster label of each unit (e.g. ``log.block_cluster`` for blocks);
     ``stat_fn(weights)`` with ``weights`` [n] float multiplicities returns a :class:`Ratio` or a

@@ -34,11 +34,14 @@ candidate       string or null            the extracted answer; null = no parsab
 correct         boolean or null           the candidate's correctness label; null = unlabeled.
                                           ``true`` with a null candidate is an error.
 selected        boolean (default false)   whether the router gave this agent the floor; at
-                                          most one selected poll per block
+                                          most one selected poll per block. A log in which no
+                                          poll is selected is audited on a replayed selection
+                                          (:func:`effective_selection`)
 tier            string, integer or null   difficulty stratum (default: one stratum, "")
 cluster         string, integer or null   resampling cluster for the bootstrap (default:
                                           chunks of at most ``cluster_size`` = 10 consecutive
-                                          problems within a tier, in order of first appearance)
+                                          problems within a tier, in order of first appearance
+                                          or, with ``cluster_order="sorted"``, of problem id)
 ==============  ========================  ====================================================
 
 A poll is a *valid candidate* when ``candidate`` is not null and ``correct`` is not null.
@@ -96,9 +99,9 @@ from .io import atomic_write, read_json_lines
 from .normalize import Normalizer, default_normalizer
 
 __all__ = [
-    "BroadcastLog", "ConfmadReport", "EQUIVALENCE_LABELS", "from_frame", "from_records",
-    "load_confmad", "read_broadcast_log", "runtime_argmax", "simulate_broadcast",
-    "write_broadcast_log",
+    "BroadcastLog", "CLUSTER_ORDERS", "ConfmadReport", "EQUIVALENCE_LABELS", "SELECTION_SOURCES",
+    "effective_selection", "from_frame", "from_records", "load_confmad", "read_broadcast_log",
+    "runtime_argmax", "simulate_broadcast", "write_broadcast_log",
 ]
 
 EQUIVALENCE_LABELS = ("equivalent", "divergent")
@@ -412,7 +415,11 @@ def _parse_record(raw, where, normalizer, score_range):
                         or isinstance(score, (bool, np.bool_)):
                     raise _Bad(f"score must be a number or null, got {type(score).__name__} "
                                f"{_short(score)}", "score")
-                score = float(score)
+                try:
+                    score = float(score)
+                except OverflowError:       # a JSON integer too large for a float
+                    raise _Bad(f"score {_short(score)} overflows a float (too large to be "
+                               "a confidence)", "score") from None
                 if not math.isfinite(score):
                     raise _Bad(f"score must be finite, got {score}", "score")
                 if score_range is not None and not score_range[0] <= score <= score_range[1]:
@@ -449,12 +456,14 @@ def _parse_record(raw, where, normalizer, score_range):
                     author = None
                 elif isinstance(item, dict) and set(item) <= {"agent", "answer"} \
                         and isinstance(item.get("answer"), str) \
-                        and (item.get("agent") is None or isinstance(item.get("agent"), str)):
+                        and (item.get("agent") is None or (isinstance(item.get("agent"), str)
+                                                           and item["agent"].strip())):
                     answer = _answer(item, "answer", normalizer)
                     author = item.get("agent")
                 else:
                     raise _Bad(f"earlier_public[{k}] must be an answer string or an object "
-                               f"{{'agent': str, 'answer': str}}, got {_short(item)}",
+                               f"{{'agent': non-empty str or null, 'answer': str}}, got "
+                               f"{_short(item)}",
                                "earlier_public")
                 if answer is not None:
                     items.append((author, answer))
@@ -471,9 +480,25 @@ def _parse_record(raw, where, normalizer, score_range):
         raise
 
 
+CLUSTER_ORDERS = ("appearance", "sorted")
+
+
+def _natural_key(problem: str) -> tuple:
+    """Sort key reading digit runs as numbers: "p2" < "p10" < "q1"."""
+    parts = re.split(r"(\d+)", problem)
+    return tuple(int(x) if k % 2 else x for k, x in enumerate(parts))
+
+
 def _derive_clusters(problems: Sequence[str], tiers: Mapping[str, str],
-                     cluster_size: int) -> dict[str, str]:
-    """Chunks of at most ``cluster_size`` consecutive problems (first-appearance order) per tier."""
+                     cluster_size: int, order: str = "appearance") -> dict[str, str]:
+    """Chunks of at most ``cluster_size`` consecutive problems per tier; "consecutive" in order
+    of first appearance (``order="appearance"``) or of the sorted problem ids (``"sorted"``,
+    digit runs compared as numbers)."""
+    if order not in CLUSTER_ORDERS:
+        raise DataError(f"cluster_order must be 'appearance' or 'sorted', got {order!r}",
+                        field="cluster_order")
+    if order == "sorted":
+        problems = sorted(problems, key=_natural_key)
     seen_in_tier: dict[str, int] = {}
     out = {}
     for p in problems:
@@ -485,7 +510,7 @@ def _derive_clusters(problems: Sequence[str], tiers: Mapping[str, str],
 
 
 def _assemble(polls: list[_Poll], speaks: list[_Speak], *, error: type, file=None,
-              cluster_size: int = 10) -> BroadcastLog:
+              cluster_size: int = 10, cluster_order: str = "appearance") -> BroadcastLog:
     """Cross-record checks and the columnar layout shared by every constructor."""
     def fail(reason, where, problem, fld):
         line, label = where
@@ -530,7 +555,7 @@ def _assemble(polls: list[_Poll], speaks: list[_Speak], *, error: type, file=Non
             table.setdefault(p.problem, (value, p.where))
     problems = list(dict.fromkeys(p.problem for p in polls))
     tiers = {q: tier_of[q][0] if q in tier_of else "" for q in problems}
-    auto = _derive_clusters(problems, tiers, int(cluster_size))
+    auto = _derive_clusters(problems, tiers, int(cluster_size), cluster_order)
     clusters = {q: cluster_of[q][0] if q in cluster_of else auto[q] for q in problems}
 
     order = np.fromiter((i for rows in members for i in rows), np.int64, len(polls))
@@ -635,7 +660,7 @@ def _check_range(score_range):
 
 
 def _parse_all(items: Iterable[tuple[int | None, str, Any]], *, file, normalizer, score_range,
-               cluster_size) -> BroadcastLog:
+               cluster_size, cluster_order) -> BroadcastLog:
     score_range = _check_range(score_range)
     polls, speaks = [], []
     for line, label, raw in items:
@@ -646,34 +671,40 @@ def _parse_all(items: Iterable[tuple[int | None, str, Any]], *, file, normalizer
             raise TraceError(reason, file=file, line=line, task_id=getattr(err, "problem", None),
                              field=err.field) from None
         (polls if isinstance(rec, _Poll) else speaks).append(rec)
-    return _assemble(polls, speaks, error=TraceError, file=file, cluster_size=cluster_size)
+    return _assemble(polls, speaks, error=TraceError, file=file, cluster_size=cluster_size,
+                     cluster_order=cluster_order)
 
 
 # ======================================================================================== I/O
 def read_broadcast_log(path, *, normalizer: Normalizer | None = default_normalizer,
                        score_range: tuple[float, float] | None = (0.0, 1.0),
-                       cluster_size: int = 10) -> BroadcastLog:
+                       cluster_size: int = 10,
+                       cluster_order: str = "appearance") -> BroadcastLog:
     """Read and validate a broadcast log in the JSON Lines format of this module's docstring.
 
     ``normalizer`` is applied to every answer (``None``: take answers as written);
     ``score_range`` bounds the stated scores (``None``: no check, e.g. for raw 0-100 scores);
-    ``cluster_size`` is the chunk length of the default clusters. The first bad record raises
-    :class:`~bda_jax.TraceError` naming file, line, task (problem id) and field.
+    ``cluster_size`` is the chunk length of the default clusters and ``cluster_order`` what
+    "consecutive" means for them: ``"appearance"`` (order of first appearance in the file) or
+    ``"sorted"`` (sorted problem ids, digit runs compared as numbers: "p2" before "p10").
+    The first bad record raises :class:`~bda_jax.TraceError` naming file, line, task (problem
+    id) and field.
     """
     path = os.fspath(path)
     items = ((line, "", raw) for line, raw in read_json_lines(path, TraceError, "broadcast log"))
     return _parse_all(items, file=path, normalizer=normalizer, score_range=score_range,
-                      cluster_size=cluster_size)
+                      cluster_size=cluster_size, cluster_order=cluster_order)
 
 
 def from_records(records: Iterable[Mapping], *, normalizer: Normalizer | None = default_normalizer,
                  score_range: tuple[float, float] | None = (0.0, 1.0),
-                 cluster_size: int = 10) -> BroadcastLog:
+                 cluster_size: int = 10, cluster_order: str = "appearance") -> BroadcastLog:
     """Build a log from in-memory records (dicts in the file format); errors name the record
-    (``record #k``, 1-based), task and field, as :class:`~bda_jax.TraceError`."""
+    (``record #k``, 1-based), task and field, as :class:`~bda_jax.TraceError`. Keyword
+    arguments as for :func:`read_broadcast_log`."""
     items = ((None, f"record #{k}", raw) for k, raw in enumerate(records, 1))
     return _parse_all(items, file=None, normalizer=normalizer, score_range=score_range,
-                      cluster_size=cluster_size)
+                      cluster_size=cluster_size, cluster_order=cluster_order)
 
 
 def from_frame(polls, speaks=None, **kwargs) -> BroadcastLog:
@@ -739,6 +770,38 @@ def runtime_argmax(log: BroadcastLog, score=None) -> np.ndarray:
     return out
 
 
+SELECTION_SOURCES = ("logged", "replayed")
+
+
+def effective_selection(log: BroadcastLog) -> tuple[np.ndarray, str]:
+    """``([R] bool, source)``: the selection the audit uses when none is passed explicitly.
+
+    * ``"logged"`` — some poll of the log is ``selected``: the flags as logged. Blocks without
+      a selected poll stay unselected and drop out of every selection-based denominator (CRA,
+      HRWP, runtime success, MCR, selected-invalid rate).
+    * ``"replayed"`` — no poll of the log is selected (a log written without ``selected``
+      flags; ``selected`` defaults to false): in a block with a speak record, the speaker's
+      poll (the speaker held the floor); in the other blocks the runtime rule replayed
+      (:func:`runtime_argmax`: largest score, first listed wins ties).
+
+    >>> log = from_records([{"kind": "poll", "problem": 1, "outer_round": 0, "turn": t,
+    ...                      "agent": a, "score": s} for t in (0, 1)
+    ...                     for a, s in (("x", .5), ("y", .9))]
+    ...                    + [{"kind": "speak", "problem": 1, "outer_round": 0, "turn": 1,
+    ...                        "speaker": "x"}])
+    >>> sel, source = effective_selection(log)
+    >>> sel.tolist(), source
+    ([False, True, True, False], 'replayed')
+    """
+    if log.selected.any():
+        return log.selected, "logged"
+    out = runtime_argmax(log)
+    if log.n_speaks:
+        out[np.isin(log.block, log.speak_block)] = False
+        out[log.speak_poll_row] = True
+    return out, "replayed"
+
+
 # ================================================================================ simulator
 def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n_tiers: int = 6,
                        outer_rounds: int = 2, turns_per_round: int = 4, skill_sd: float = 0.5,
@@ -765,9 +828,13 @@ def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n
     * with probability ``invalid_rate`` the candidate is unparsable (null) but the score stays;
     * the runtime router (:func:`runtime_argmax`) selects; the selected agent speaks. With
       probability ``divergence_rate`` its spoken answer differs from its poll candidate, by a
-      source drawn with weights ``divergence_mix`` = (self-revert to an earlier own answer,
-      incumbent pull, peer echo of an earlier public answer, novel answer); an unavailable source
-      falls back to a novel answer. The incumbent after each outer round is the plurality of that
+      source drawn with weights ``divergence_mix`` = (self-revert to one of the speaker's own
+      earlier *spoken* answers — its public answers, the ones the audit's self-revert flag
+      looks for, not its private polls; incumbent pull; peer echo of another agent's earlier
+      spoken answer; novel answer), each differing from the poll candidate. An unavailable
+      source (no such earlier answer, no incumbent) falls back to a novel answer: a fresh draw
+      from the problem's answers other than the poll candidate (which may, by chance, repeat
+      an earlier public answer). The incumbent after each outer round is the plurality of that
       round's spoken answers (latest wins ties) and persists; ``earlier_public`` lists all earlier
       spoken answers of the problem; equivalence is exact matching (source "exact").
     * clusters: chunks of at most ``cluster_size`` consecutive problems within a tier.
@@ -807,7 +874,6 @@ def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n
         gold, wrong = str(answers[0]), [str(a) for a in answers[1:]]
         p_correct = 1.0 / (1.0 + np.exp(-(skill - difficulty[q])))
         incumbent = None
-        own_answers: dict[str, list[str]] = {a: [] for a in agents}
         public: list[tuple[str, str]] = []
 
         def fresh(i, exclude=None):
@@ -840,8 +906,8 @@ def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n
                 if rng.random() < divergence_rate:
                     source = rng.choice(4, p=mix)
                     options: list[str] = []
-                    if source == 0:
-                        options = [a for a in own_answers[speaker] if a != poll_cand]
+                    if source == 0:         # the speaker's own earlier *spoken* answers
+                        options = [a for who, a in public if who == speaker and a != poll_cand]
                     elif source == 1 and incumbent is not None and incumbent != poll_cand:
                         options = [incumbent]
                     elif source == 2:
@@ -858,12 +924,8 @@ def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n
                                      None if spoken is None else spoken == gold, incumbent,
                                      tuple(public), equivalence,
                                      None if equivalence is None else "exact"))
-                for i, agent in enumerate(agents):
-                    if cands[i] is not None:
-                        own_answers[agent].append(cands[i])
                 if spoken is not None:
                     public.append((speaker, spoken))
-                    own_answers[speaker].append(spoken)
                     round_spoken.append(spoken)
             if round_spoken:
                 counts: dict[str, int] = {}

@@ -6,7 +6,7 @@ bootstrap interval, gathered on a Trace-Audit Card (Table 21) plus per-tier tabl
 
 * **routing** — :func:`~bda_jax._src.audit_routing.routing_audit` (selected-invalid rate, CRA,
   HRWP, runtime and oracle success, MCR, PCCA, CTR) and the router counterfactuals of Table 1
-  (expected success per all-routeable block, with the gap to the oracle in the note);
+  (expected success per all-routeable block, and each router's gap to the oracle);
 * **calibration** — :func:`~bda_jax._src.audit_calibration.calibration_report` on the valid
   poll candidates with a stated score (raw, temperature, isotonic; cross-fitted over
   tier-stratified problem folds): ECE, Brier, AUROC and mean confidence per method, and the
@@ -16,10 +16,24 @@ bootstrap interval, gathered on a Trace-Audit Card (Table 21) plus per-tier tabl
   (PSDR, PSIR, PSDRg, NPCS|D, unconditional rates and shift) and
   :func:`~bda_jax._src.audit_commitment.divergence_sources` (primary classes with their
   correctness change, and the overlapping flags);
-* the **parse rate**: valid poll candidates (parsed, normalized and labeled) over all polls.
+* the **parse rate**: polls with a parsed candidate (not null after normalization) over all
+  polls, and beside it, as a metric row, the **labeled share**: parsed candidates with a
+  correctness label over parsed candidates (their product is the valid-candidate share).
 
 Readings chosen here:
 
+* Selection: the log's :func:`~bda_jax._src.audit_log.effective_selection`. A log with no
+  selected poll at all is audited on a replayed selection (speaker's poll where a speak record
+  exists, runtime argmax elsewhere) and the card's notes say so; in a log where only some
+  blocks lack a selected poll, those blocks are left out of the selection-based denominators
+  and the notes give their count.
+* Folds: one tier-stratified problem deal per log (over all its problems,
+  :func:`~bda_jax._src.audit_common.tier_stratified_folds` with ``n_folds`` and ``seed``),
+  shared by the calibration cross-fit and the learned router, and returned as
+  ``AuditReport.folds``.
+* The gap to the oracle of each router gets its own row, with a paired interval: the
+  per-block difference (oracle - router) over the same denominator, resampled with the same
+  draws as every other routing interval.
 * Every interval is the percentile interval of a problem-cluster bootstrap
   (:mod:`~bda_jax._src.audit_common`; the log's clusters, ``n_boot`` resamples, ``seed``).
   Calibration intervals resample the held-out predictions without refitting the recalibrators;
@@ -52,9 +66,11 @@ from .audit_card import AuditCard, MetricEntry, _fmt_count, _fmt_value, _md
 from .audit_commitment import (DEFAULT_PRECEDENCE, CommitmentMetrics, DivergenceSources,
                                commitment_metrics, commitment_terms, divergence_sources)
 from .audit_common import (BootstrapCI, cluster_bootstrap_batched, group_rows, positive_int,
-                           ratio_bootstrap)
-from .audit_log import BroadcastLog
-from .audit_routing import METRICS, ROUTERS, metric_terms, router_block_success
+                           ratio_bootstrap, tier_stratified_folds)
+from .audit_log import BroadcastLog, effective_selection
+from .audit_routing import (METRICS, ROUTERS, metric_terms, router_block_success,
+                            unselected_blocks)
+from .audit_traces import commitment_inputs
 from .errors import DataError
 from .metrics import auroc, brier_top, ece
 
@@ -86,7 +102,11 @@ class AuditReport(NamedTuple):
     :class:`~bda_jax._src.audit_common.BootstrapCI`}; ``routers`` {router: BootstrapCI of its
     expected success}; ``calibration`` the
     :class:`~bda_jax._src.audit_calibration.CalibrationReport` (None when not computable);
-    ``commitment`` and ``sources`` (None without speak records).
+    ``commitment`` and ``sources`` (None without speak records); ``router_gaps`` {router:
+    BootstrapCI of the oracle's success minus the router's, paired on the shared resamples};
+    ``folds`` [R] the fold of each poll shared by the calibration cross-fit and the learned
+    router (None when the log has too few problems to deal); ``selection`` "logged" or
+    "replayed" (:func:`~bda_jax._src.audit_log.effective_selection`).
     """
 
     card: AuditCard
@@ -96,6 +116,9 @@ class AuditReport(NamedTuple):
     calibration: CalibrationReport | None
     commitment: CommitmentMetrics | None
     sources: DivergenceSources | None
+    router_gaps: dict | None = None
+    folds: np.ndarray | None = None
+    selection: str = "logged"
 
     def to_dict(self) -> dict:
         """JSON-ready: the card and the per-tier entries."""
@@ -173,27 +196,13 @@ class _CalibrationBoot:
         return [[cis[3 * k + j] for j in range(3)] for k in range(M)]
 
 
-def _commitment_inputs(log: BroadcastLog) -> dict:
-    """The arrays of audit_commitment ([E], one per speak record) read off the log."""
-    rows = log.speak_poll_row
-    own, peers = [], []
-    for earlier, speaker in zip(log.earlier_public, log.speaker):
-        own.append([a for who, a in earlier if who == speaker])
-        peers.append([a for who, a in earlier if who != speaker])
-    return dict(
-        poll_answer=list(log.candidate[rows]), spoken_answer=list(log.spoken),
-        poll_correct=np.where(log.valid[rows], log.correct[rows], np.nan),
-        spoken_correct=np.where(log.spoken_valid, log.spoken_correct, np.nan),
-        own_earlier=own, incumbent=list(log.incumbent), peer_earlier=peers,
-        equivalent=[None if e is None else e == "equivalent" for e in log.equivalence])
-
-
 # ================================================================================== the audit
 def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
                     level: float = 0.95, over: str = "routeable", eligible: str = "contested",
                     routers: Sequence[str] = ROUTERS, n_folds: int = 2, n_bins: int = 10,
                     score_scale: float = 1.0, rule: str = "residual",
-                    precedence: Sequence[str] = DEFAULT_PRECEDENCE, **card_fields) -> AuditReport:
+                    precedence: Sequence[str] = DEFAULT_PRECEDENCE, answer_cluster=None,
+                    **card_fields) -> AuditReport:
     """Audit a broadcast log on all three axes and fill a Trace-Audit Card (seed 000, Tables 1,
     2, 3, 6, 10 and 21).
 
@@ -203,12 +212,16 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
     the counterfactual routers to score; ``n_folds``, ``n_bins``: cross-fitting folds and ECE
     bins; ``score_scale``: the top of the score scale (100 for 0-100 scores); ``rule`` and
     ``precedence``: divergence rule and source precedence
-    (:func:`~bda_jax._src.audit_commitment.divergence_sources`). ``card_fields``: the card's
+    (:func:`~bda_jax._src.audit_commitment.divergence_sources`); ``answer_cluster`` [R]: answer
+    clusters for the two vote routers (default: exact normalized answers;
+    :func:`~bda_jax._src.audit_routing.router_block_success`). ``card_fields``: the card's
     descriptive fields (``protocol_name``, ``protocol_version``, ``agent_model``,
-    ``routing_rule``, ``tie_rule``, ``confidence_scale``, ``paper_of_record``,
-    ``decoding_temperature``, ``speak_threshold``, ``memory_regime``, ``approval_policy``,
-    ``evaluator``, ``judge``, ``extraction_method``, ``n_agents`` (default: the largest block),
-    ``notes``); the metrics, parse rate and interval fields are filled here.
+    ``agent_pool`` (default: "homogeneous" for one distinct ``agent_model`` given, else
+    "heterogeneous"; unset when ``agent_model`` is not given), ``routing_rule``, ``tie_rule``,
+    ``confidence_scale``, ``paper_of_record``, ``decoding_temperature``, ``speak_threshold``,
+    ``memory_regime``, ``approval_policy``, ``evaluator``, ``judge``, ``extraction_method``,
+    ``n_agents`` (default: the largest block), ``notes``); the metrics, parse rate and
+    interval fields are filled here.
 
     Example (a small simulated run):
 
@@ -235,6 +248,24 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
     def tier_entries(tier) -> list:
         return per_tier.setdefault(tier, [])
 
+    # ---------------------------------------------------------------- selection and folds
+    selection = effective_selection(log)[1]
+    if selection == "replayed":
+        notes.append("No poll of the log is selected: the selection is replayed (the speaker's "
+                     "poll in blocks with a speak record, the runtime argmax, first listed "
+                     "winning ties, elsewhere)")
+    else:
+        n_unselected = unselected_blocks(log)
+        if n_unselected:
+            notes.append(f"{n_unselected} of {log.n_blocks} blocks have no selected poll: they "
+                         "are left out of the denominators of the selected-invalid rate, CRA, "
+                         "HRWP, runtime success and MCR")
+    try:
+        folds = tier_stratified_folds(log.problem, log.tier, n_folds=n_folds, seed=seed)
+        fold_error = None
+    except DataError as err:
+        folds, fold_error = None, err.reason
+
     # ------------------------------------------------------------------------------ routing
     block_cl = log.block_cluster
     units = {"selected_invalid_rate": "selected blocks", "cra": "selected-valid blocks",
@@ -256,18 +287,27 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
                 _ROUTING_NAMES[m], ratio_bootstrap(num[rows], den[rows], block_cl[rows], **boot),
                 axis="routing", unit=units[m]))
     base = metric_terms(log, "oracle_success", over=over)[1]
-    oracle = routing["oracle_success"].estimate
-    router_ci = {}
+    oracle_terms = router_block_success(log, "oracle")
+    router_ci, gap_ci = {}, {}
     for name in routers:
+        if name == "learned" and folds is None:
+            notes.append(f"Router learned not scored: {fold_error}")
+            continue
         try:
-            success = router_block_success(log, name, seed=seed, n_folds=n_folds)
+            success = router_block_success(log, name, seed=seed, n_folds=n_folds, folds=folds,
+                                           answer_cluster=answer_cluster)
         except DataError as err:
             notes.append(f"Router {name} not scored: {err.reason}")
             continue
         router_ci[name] = ci = ratio_bootstrap(success, base, block_cl, **boot)
+        gap_ci[name] = gap = ratio_bootstrap(oracle_terms - success, base, block_cl, **boot)
         metrics.append(_entry(f"router: {name}", ci, axis="routing (counterfactual)",
-                              unit=units["oracle_success"],
-                              note=f"expected success; gap to oracle {oracle - ci.estimate:.3f}"))
+                              unit=units["oracle_success"], note="expected success"))
+        if name != "oracle":
+            metrics.append(_entry(f"gap to oracle: {name}", gap,
+                                  axis="routing (counterfactual)", unit=units["oracle_success"],
+                                  note="oracle - router expected success; paired interval "
+                                  "(same resamples)"))
 
     # -------------------------------------------------------------------------- calibration
     cand = log.valid & ~np.isnan(log.score)
@@ -279,9 +319,11 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
     try:
         if not cand.any():
             raise DataError("no valid candidate with a stated score", field="score")
+        if folds is None:
+            raise DataError(fold_error, field="n_folds")
         calib = calibration_report(log.score[cand], log.correct[cand], log.problem[cand],
-                                   log.tier[cand], n_folds=n_folds, seed=seed, n_bins=n_bins,
-                                   scale=score_scale)
+                                   log.tier[cand], n_bins=n_bins, scale=score_scale,
+                                   folds=folds[cand])
     except DataError as err:
         notes.append(f"Calibration not computed: {err.reason}")
     if calib is not None:
@@ -326,7 +368,8 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
         calibration_entries(np.ones(y.size, bool), metrics, full=True)
         temps = ", ".join(f"{t:.3g}" for t in calib.temperatures)
         notes.append(f"Calibration cross-fitted over {len(calib.temperatures)} tier-stratified "
-                     f"problem folds (seed {seed}); fitted temperatures per fold: {temps}")
+                     f"problem folds (seed {seed}; the learned router uses the same folds); "
+                     f"fitted temperatures per fold: {temps}")
         cand_tier = log.tier[cand]
         for tier, _ in tiers:
             calibration_entries(cand_tier == tier, tier_entries(tier), full=False)
@@ -334,7 +377,7 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
     # --------------------------------------------------------------------------- commitment
     commitment = sources = None
     if log.n_speaks:
-        inputs = _commitment_inputs(log)
+        inputs = commitment_inputs(log)
         pair_args = {k: inputs[k] for k in ("poll_answer", "spoken_answer", "poll_correct",
                                             "spoken_correct")}
         terms = commitment_terms(**pair_args, equivalent=inputs["equivalent"], rule=rule)
@@ -389,20 +432,32 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
         notes.append("No speak records: the commitment axis is not measured")
 
     # ---------------------------------------------------------------------------- the card
-    parse = ratio_bootstrap(log.valid.astype(np.float64), np.ones(log.n_polls), log.cluster,
-                            **boot)
+    parsed = np.array([c is not None for c in log.candidate.tolist()], bool)
+    parse = ratio_bootstrap(parsed.astype(np.float64), np.ones(log.n_polls), log.cluster, **boot)
+    metrics.append(_entry("labeled share", ratio_bootstrap(
+        log.valid.astype(np.float64)[parsed], np.ones(int(parsed.sum())), log.cluster[parsed],
+        **boot) if parsed.any() else BootstrapCI(math.nan, math.nan, math.nan, 0, 0, level, 0, 0),
+        axis="log", unit="parsed candidates",
+        note="parsed candidates with a correctness label (valid = parsed and labeled)"))
     n_clusters = len(set(block_cl.tolist()))
     fields_ = {**_CARD_DEFAULTS, "n_agents": int(log.block_size.max()), **card_fields}
+    if "agent_pool" not in card_fields and "agent_model" in card_fields:
+        models = card_fields["agent_model"]
+        models = [models] if isinstance(models, str) else list(models or [])
+        if models:
+            fields_["agent_pool"] = "homogeneous" if len(set(models)) == 1 else "heterogeneous"
     user_notes = fields_.pop("notes", None)
     fields_["notes"] = " ".join(([user_notes] if user_notes else []) +
                                 [n.rstrip(".") + "." for n in notes]) or None
     card = AuditCard(
         **fields_, metrics=metrics,
         parse_rate=_entry("parse rate", parse, axis="log", unit="polls",
-                          note="valid = parsed, normalized and labeled candidate"),
+                          note="polls with a parsed candidate (not null after normalization); "
+                          "the labeled share is a metric row"),
         ci_level=level,
         ci_method=(f"problem-cluster percentile bootstrap, {n_boot} resamples over "
                    f"{n_clusters} clusters (seed {seed}); calibration intervals keep the "
                    "cross-fitted predictions fixed, router intervals the learned router's "
                    "probabilities"))
-    return AuditReport(card, per_tier, routing, router_ci, calib, commitment, sources)
+    return AuditReport(card, per_tier, routing, router_ci, calib, commitment, sources, gap_ci,
+                       folds, selection)

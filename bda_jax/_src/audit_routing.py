@@ -7,6 +7,14 @@ table (R rows, B blocks; see that class for the array shapes) plus optional over
 router) and ``weights`` [B] (non-negative block multiplicities, as drawn by the cluster bootstrap;
 integer weights act exactly like repeating blocks).
 
+Selection (``selected=None``, the default): the log's
+:func:`~bda_jax._src.audit_log.effective_selection`. When some poll is selected, the logged
+flags; a block without a selected poll then leaves every selection-based denominator (CRA,
+HRWP, runtime success, MCR, selected-invalid rate) — :func:`unselected_blocks` counts them.
+When *no* poll of the log is selected (a log written without ``selected`` flags), the selection
+is replayed: the speaker's poll where the block has a speak record, the runtime argmax
+(first listed wins ties) elsewhere; ``audit_broadcast`` says so in the card's notes.
+
 Block classes (per block ``b``; "valid" = parsed, normalized, labeled candidate):
 
 * *selected*: the block has a selected poll; *selected-valid*: that poll is a valid candidate;
@@ -22,8 +30,9 @@ metric                      numerator (blocks)                              deno
 ==========================  ==============================================  =====================
 selected_invalid_rate       selected poll is not a valid candidate          selected
 cra                         selected candidate correct                      selected-valid
-hrwp                        selected candidate correct                      possible-hit
-runtime_success             selected candidate correct (invalid pick = 0)   all-routeable (or all)
+hrwp                        selected candidate correct                      possible-hit, selected
+runtime_success             selected candidate correct (invalid pick = 0)   all-routeable (or all),
+                                                                            selected
 oracle_success              possible-hit                                    all-routeable (or all)
 mcr                         selected valid and wrong, another valid correct eligible (see mcr)
 pcca                        sum over mixed blocks of the block's tie-aware  mixed
@@ -42,7 +51,7 @@ import numpy as np
 
 from .audit_common import (BootstrapCI, Ratio, group_rows, positive_int, ratio,
                            ratio_bootstrap, tier_stratified_folds)
-from .audit_log import BroadcastLog, runtime_argmax
+from .audit_log import BroadcastLog, effective_selection, runtime_argmax
 from .errors import DataError
 
 __all__ = [
@@ -51,6 +60,7 @@ __all__ = [
     "noisy_oracle_scores", "oracle_success", "pair_counts", "pcca", "per_tier",
     "permutation_null_pcca", "permute_scores_within_blocks", "router_block_success",
     "router_counterfactuals", "routing_audit", "runtime_success", "selected_invalid_rate",
+    "unselected_blocks",
 ]
 
 METRICS = ("selected_invalid_rate", "cra", "hrwp", "runtime_success", "oracle_success", "mcr",
@@ -82,7 +92,7 @@ def _score(log: BroadcastLog, score) -> np.ndarray:
 
 def _selected(log: BroadcastLog, selected) -> np.ndarray:
     if selected is None:
-        return log.selected
+        return effective_selection(log)[0]
     selected = np.asarray(selected)
     if selected.shape != (log.n_polls,) or selected.dtype != bool:
         raise DataError(f"selected must be a bool [R] = [{log.n_polls}] array, got "
@@ -180,9 +190,9 @@ def metric_terms(log: BroadcastLog, metric: str, *, score=None, selected=None,
     if metric == "cra":
         return f(b.selected_correct), f(b.selected_valid)
     if metric == "hrwp":
-        return f(b.selected_correct & b.possible_hit), f(b.possible_hit)
+        return f(b.selected_correct & b.possible_hit), f(b.possible_hit & b.has_selected)
     if metric == "runtime_success":
-        return f(b.selected_correct), f(base)
+        return f(b.selected_correct), f(base & b.has_selected)
     if metric == "oracle_success":
         return f(b.possible_hit), f(base)
     # mcr
@@ -191,7 +201,8 @@ def metric_terms(log: BroadcastLog, metric: str, *, score=None, selected=None,
                         field="eligible")
     missed = b.selected_valid & ~b.selected_correct & b.possible_hit
     den = {"contested": b.selected_valid & (b.n_valid >= 2),
-           "selected_valid": b.selected_valid, "routeable": b.routeable}[eligible]
+           "selected_valid": b.selected_valid,
+           "routeable": b.routeable & b.has_selected}[eligible]
     return f(missed & den), f(den)
 
 
@@ -209,8 +220,8 @@ def cra(log: BroadcastLog, *, selected=None, weights=None) -> Ratio:
 
 
 def hrwp(log: BroadcastLog, *, selected=None, weights=None) -> Ratio:
-    """Hit Rate When Possible (Table 6): among possible-hit blocks (some valid candidate correct),
-    the share whose selected candidate is correct (0.906 = 4,795 / 5,295)."""
+    """Hit Rate When Possible (Table 6): among possible-hit blocks (some valid candidate correct)
+    with a selection, the share whose selected candidate is correct (0.906 = 4,795 / 5,295)."""
     return _ratio(*metric_terms(log, "hrwp", selected=selected), _weights(log, weights))
 
 
@@ -218,7 +229,7 @@ def runtime_success(log: BroadcastLog, *, selected=None, over: str = "routeable"
                     weights=None) -> Ratio:
     """Per-block success of the logged selection (Table 1 "runtime confidence argmax": 0.497 =
     4,795 / 9,653 all-routeable blocks); an invalid pick counts as a failure. ``over="all"``
-    divides by every block instead."""
+    divides by every block instead. Blocks without a selection are left out either way."""
     return _ratio(*metric_terms(log, "runtime_success", selected=selected, over=over),
                   _weights(log, weights))
 
@@ -239,10 +250,23 @@ def mcr(log: BroadcastLog, *, selected=None, eligible: str = "contested",
     * ``"contested"`` (default): selected-valid blocks with at least two valid candidates — the
       blocks where a miss is possible at all (a selected valid candidate plus an alternative);
     * ``"selected_valid"``: every selected-valid block (CRA's denominator);
-    * ``"routeable"``: every all-routeable block.
+    * ``"routeable"``: every all-routeable block (with a selection).
+
+    The paper's other counts rule the last two out. A miss is a possible-hit block whose
+    selected candidate is not correct, so the numerator is at most 5,295 - 4,795 = 500
+    (Table 6's HRWP parts); ``"selected_valid"`` then gives at most 500 / 9,467 = .053 and
+    ``"routeable"`` at most 500 / 9,653 = .052, and neither reaches the printed .058. Only a
+    subset denominator can (7,970 < 9,467); ``"contested"`` is one that does, which the counts
+    allow but do not confirm.
     """
     return _ratio(*metric_terms(log, "mcr", selected=selected, eligible=eligible),
                   _weights(log, weights))
+
+
+def unselected_blocks(log: BroadcastLog, *, selected=None) -> int:
+    """Number of blocks without a selected poll under ``selected`` (default: the log's
+    effective selection) — the blocks left out of the selection-based denominators."""
+    return int((~_blocks(log, selected).has_selected).sum())
 
 
 def pcca(log: BroadcastLog, *, score=None, weights=None) -> Ratio:
@@ -300,12 +324,38 @@ def _expected_top(values, eligible, gain, group_weight=None) -> np.ndarray:
     return np.divide((w * gain).sum(1), den, out=np.zeros(den.shape), where=den > 0)
 
 
-def _answer_groups(log: BroadcastLog):
-    """[B, A, A] bool: entries (a, a') are valid candidates of one block with equal answers."""
+def _answer_cluster(log: BroadcastLog, answer_cluster) -> np.ndarray:
+    """[R] object: the answer-cluster label of each poll (default: the normalized candidate);
+    every valid candidate needs a hashable, non-null label."""
+    if answer_cluster is None:
+        return log.candidate
+    lab = np.empty(log.n_polls, object)
+    values = list(answer_cluster) if not isinstance(answer_cluster, (str, bytes)) else None
+    if values is None or len(values) != log.n_polls:
+        raise DataError(f"answer_cluster must be [R] = [{log.n_polls}] labels",
+                        field="answer_cluster")
+    lab[:] = values
+    for r in np.flatnonzero(log.valid):
+        x = lab[r]
+        if x is None or (isinstance(x, float) and x != x):
+            raise DataError(f"answer_cluster[{r}] is null for a valid candidate",
+                            field="answer_cluster")
+        try:
+            hash(x)
+        except TypeError:
+            raise DataError(f"answer_cluster[{r}] is not hashable: {type(x).__name__}",
+                            field="answer_cluster") from None
+    return lab
+
+
+def _answer_groups(log: BroadcastLog, answer_cluster=None):
+    """[B, A, A] bool: entries (a, a') are valid candidates of one block in one answer cluster
+    (default: equal normalized answers)."""
+    labels = _answer_cluster(log, answer_cluster)
     codes = np.full(log.n_polls, -1, np.int64)
-    if log.valid.any():
-        _, inv = np.unique(log.candidate[log.valid].astype(str), return_inverse=True)
-        codes[log.valid] = inv.reshape(-1)
+    index: dict = {}
+    for r in np.flatnonzero(log.valid):
+        codes[r] = index.setdefault(labels[r], len(index))
     C = log.padded(codes, -1)
     return (C[:, :, None] == C[:, None, :]) & (C[:, :, None] >= 0)
 
@@ -347,8 +397,20 @@ def _fit_logistic(X: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100) 
     return beta
 
 
+def _folds(log: BroadcastLog, folds, n_folds: int, seed: int) -> tuple[np.ndarray, list]:
+    """[R] fold id of each poll and the fold ids: ``folds`` as given, else
+    :func:`~bda_jax._src.audit_common.tier_stratified_folds` over the log's problems."""
+    if folds is None:
+        f = tier_stratified_folds(log.problem, log.tier, n_folds=n_folds, seed=seed)
+    else:
+        f = np.asarray(folds)
+        if f.shape != (log.n_polls,) or not np.issubdtype(f.dtype, np.integer):
+            raise DataError(f"folds must be [R] = [{log.n_polls}] integers", field="folds")
+    return f, np.unique(f).tolist()
+
+
 def learned_router_probabilities(log: BroadcastLog, *, score=None, seed: int = 0,
-                                 n_folds: int = 2, l2: float = 1.0) -> np.ndarray:
+                                 n_folds: int = 2, l2: float = 1.0, folds=None) -> np.ndarray:
     """[R] cross-fitted P(correct) of each valid candidate (NaN for invalid rows), the learned
     router of Table 1.
 
@@ -356,14 +418,17 @@ def learned_router_probabilities(log: BroadcastLog, *, score=None, seed: int = 0
     ``correct`` on the features of :func:`_router_features` (stated score, missing-score flag,
     gap to the block's best valid score, answer-cluster share, plurality flag, agent one-hot),
     cross-fitted: problems are split by
-    :func:`~bda_jax._src.audit_common.tier_stratified_folds` (tier-stratified, ``seed``) and each fold is predicted by a model fitted on the other folds. Deterministic.
+    :func:`~bda_jax._src.audit_common.tier_stratified_folds` (tier-stratified, ``n_folds``,
+    ``seed``) — or ``folds`` [R], the fold id of each poll, if given (``audit_broadcast``
+    passes the folds its calibration uses) — and each fold is predicted by a model fitted on
+    the other folds. Deterministic.
     """
     s = _score(log, score)
     X = _router_features(log, s)
-    folds = tier_stratified_folds(log.problem, log.tier, n_folds=n_folds, seed=seed)
+    folds, fold_ids = _folds(log, folds, n_folds, seed)
     out = np.full(log.n_polls, np.nan)
     y = log.correct.astype(np.float64)
-    for k in range(n_folds):
+    for k in fold_ids:
         train, test = log.valid & (folds != k), log.valid & (folds == k)
         if not test.any():
             continue
@@ -380,7 +445,8 @@ def learned_router_probabilities(log: BroadcastLog, *, score=None, seed: int = 0
 
 
 def router_block_success(log: BroadcastLog, router: str, *, score=None, seed: int = 0,
-                         n_folds: int = 2, l2: float = 1.0) -> np.ndarray:
+                         n_folds: int = 2, l2: float = 1.0, folds=None,
+                         answer_cluster=None) -> np.ndarray:
     """[B] expected success of a router in each block (0 where no valid candidate), Table 1.
 
     Picking an invalid candidate scores 0; ties are averaged over exactly (no sampling):
@@ -389,16 +455,21 @@ def router_block_success(log: BroadcastLog, router: str, *, score=None, seed: in
       polled agents, first listed wins ties (:func:`runtime_argmax`);
     * ``top_confidence_tie_random``: a uniform pick among all agents tied at the largest score;
     * ``random_valid``: a uniform pick among the valid candidates (= their share correct);
-    * ``majority_vote``: the plurality answer among valid candidates (exact match of normalized
-      answers); tied answers are picked uniformly, each answer once;
-    * ``confidence_weighted_vote``: the answer with the largest sum of stated scores of its valid
-      candidates (missing scores add 0; sums compared after rounding to 1e-9); ties as above;
+    * ``majority_vote``: the answer cluster with the most valid candidates; tied clusters are
+      picked uniformly, each cluster once;
+    * ``confidence_weighted_vote``: the answer cluster with the largest sum of stated scores of
+      its valid candidates (missing scores add 0; sums compared after rounding to 1e-9); ties
+      as above;
     * ``learned``: the valid candidate with the largest cross-fitted P(correct)
-      (:func:`learned_router_probabilities`; ``seed``, ``n_folds``, ``l2``); ties uniform;
+      (:func:`learned_router_probabilities`; ``seed``, ``n_folds``, ``l2``, ``folds``); ties
+      uniform;
     * ``oracle``: 1 if any valid candidate is correct.
 
-    An answer's success is the mean correctness of its candidates (one label per answer in any
-    consistent log).
+    Answer clusters (the two votes only): ``answer_cluster`` [R], a hashable label per poll
+    (read on valid candidates), e.g. the class of a semantic-equivalence judge that puts "1/2"
+    and "0.5" together; default: the normalized candidate, i.e. exact match. A picked
+    cluster's success is the mean correctness of its valid candidates (a member drawn
+    uniformly), which is its one label when the cluster is label-consistent.
     """
     if router not in ROUTERS:
         raise DataError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}",
@@ -419,9 +490,10 @@ def router_block_success(log: BroadcastLog, router: str, *, score=None, seed: in
     if router == "oracle":
         return (_count(log, log.correct) > 0).astype(np.float64)
     if router == "learned":
-        p = learned_router_probabilities(log, score=s, seed=seed, n_folds=n_folds, l2=l2)
+        p = learned_router_probabilities(log, score=s, seed=seed, n_folds=n_folds, l2=l2,
+                                         folds=folds)
         return _expected_top(log.padded(np.nan_to_num(p, nan=-np.inf), -np.inf), valid, gain)
-    same = _answer_groups(log)
+    same = _answer_groups(log, answer_cluster)
     size = same.sum(2).astype(np.float64)
     group_weight = np.divide(1.0, size, out=np.zeros(size.shape), where=size > 0)
     if router == "majority_vote":
@@ -445,11 +517,14 @@ class RouterResult(NamedTuple):
 
 def router_counterfactuals(log: BroadcastLog, *, routers: Sequence[str] = ROUTERS, score=None,
                            over: str = "routeable", seed: int = 0, n_folds: int = 2,
-                           l2: float = 1.0, weights=None) -> dict[str, RouterResult]:
+                           l2: float = 1.0, weights=None, folds=None,
+                           answer_cluster=None) -> dict[str, RouterResult]:
     """Table 1: expected success and gap to oracle of each router of :func:`router_block_success`
     over all-routeable blocks (``over="all"``: every block). For a CI, pass
     ``router_block_success(...)`` and the denominator terms to
-    :func:`~bda_jax._src.audit_common.ratio_bootstrap`.
+    :func:`~bda_jax._src.audit_common.ratio_bootstrap`; for the gap's CI, the per-block
+    difference oracle - router over the same denominator (``audit_broadcast`` does both on
+    the shared resamples).
     """
     if over not in ("routeable", "all"):
         raise DataError(f"over must be 'routeable' or 'all', got {over!r}", field="over")
@@ -460,7 +535,8 @@ def router_counterfactuals(log: BroadcastLog, *, routers: Sequence[str] = ROUTER
     out = {}
     for name in routers:
         r = _ratio(router_block_success(log, name, score=score, seed=seed, n_folds=n_folds,
-                                        l2=l2), den, w)
+                                        l2=l2, folds=folds, answer_cluster=answer_cluster),
+                   den, w)
         out[name] = RouterResult(*r, oracle - r.value)
     return out
 
