@@ -374,7 +374,7 @@ def _print_posterior_table(res: dict) -> None:
 @_handled
 def demo(
     out: Path = typer.Option(Path("bda-report"), "--out", help="Folder of the demo report."),
-    quick: bool = typer.Option(False, "--quick", help="Small sizes (a minute or two)."),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes (about 20 s)."),
     seed: int = _seed_option(),
     progress: bool = _progress_option(),
     resume: bool = typer.Option(True, "--resume/--no-resume",
