@@ -33,10 +33,10 @@ def to_datatree(mcmc, log_lik, var_name: str = "log_lik", item_dim: str = "task"
     return dt
 
 
-def convergence(dt, var_names=("pi", "conf")) -> dict:
-    """Max rank-normalized r̂ and min bulk/tail ESS over the given posterior variables
-    (``arviz.rhat`` / ``arviz.ess``, ArviZ 1.x)."""
-    var_names = list(var_names)
+def convergence(dt, var_names=None) -> dict:
+    """Max rank-normalized r̂ and min bulk/tail ESS over the given posterior variables (default:
+    every variable of the posterior group) (``arviz.rhat`` / ``arviz.ess``, ArviZ 1.x)."""
+    var_names = list(dt["posterior"].data_vars) if var_names is None else list(var_names)
     rhat = az.rhat(dt, var_names=var_names)
     ess_bulk = az.ess(dt, var_names=var_names, method="bulk")
     ess_tail = az.ess(dt, var_names=var_names, method="tail")

@@ -37,7 +37,7 @@ Variants for model comparison (one model function, its ``kind`` argument): ``"hi
 (one θ for every seat of a group: θ_i = μ_{j(i)}).
 
 Shapes: T tasks, I seats, K = K_max candidate slots; every field of :class:`ReliabilityData` is an
-array (no static ints), so ``MCMC(..., jit_model_args=True)`` compiles once per shape.
+array (no static ints), so the data may be a traced argument (``MCMC(..., jit_model_args=True)``).
 
 >>> import numpy as np
 >>> c = np.array([[[3, 1]]]); e = c.copy(); N = np.array([[4]])
@@ -239,12 +239,19 @@ def replicate_endorsements(key, params, data: ReliabilityData) -> jax.Array:
     T, I, K = data.c.shape
     lp = task_class_log_post({"theta": theta}, data)
     g = jax.random.categorical(k_g, lp, axis=-1)                                    # [T]
-    n = data.N.astype(jnp.int32)
-    cons = jax.random.binomial(k_c, data.N, jnp.broadcast_to(theta, (T, I))).astype(jnp.int32)
-    wrong_mask = data.mask & (jnp.arange(K)[None, :] != g[:, None])                 # [T, K]
-    wrong_logits = jnp.where(wrong_mask, 0.0, -jnp.inf)
-    p_wrong = jax.nn.softmax(wrong_logits, axis=-1)
-    p_wrong = jnp.where(wrong_mask.any(-1, keepdims=True), p_wrong, 0.0)
-    rest = jax.random.multinomial(k_w, (n - cons).astype(jnp.float32),
-                                  jnp.broadcast_to(p_wrong[:, None, :], (T, I, K))).astype(jnp.int32)
+    cons = jax.random.binomial(k_c, data.N, jnp.broadcast_to(theta, (T, I)))
+    wrong = (data.mask & (jnp.arange(K)[None, :] != g[:, None])).astype(data.N.dtype)   # [T, K]
+    # the inconsistent moves spread uniformly over the wrong slots: a multinomial drawn as K
+    # conditional binomials (slot k takes Binomial(left, 1 / wrong slots left))
+    left = data.N - cons                                                             # [T, I]
+    slots_left = jnp.broadcast_to(wrong.sum(-1, keepdims=True), (T, I))
+    keys = jax.random.split(k_w, K)
+    rest = []
+    for k in range(K):
+        p = jnp.where(slots_left > 0, wrong[:, k:k + 1] / jnp.maximum(slots_left, 1), 0.0)
+        take = jnp.where(wrong[:, k:k + 1] > 0, jax.random.binomial(keys[k], left, p), 0.0)
+        rest.append(take)
+        left, slots_left = left - take, slots_left - wrong[:, k:k + 1]
+    rest = jnp.stack(rest, -1).astype(jnp.int32)                                    # [T, I, K]
+    cons = cons.astype(jnp.int32)
     return rest + jax.nn.one_hot(g, K, dtype=jnp.int32)[:, None, :] * cons[..., None]

@@ -60,12 +60,14 @@ def _prior(spec: ModelSpec, prior):
 
 def run_nuts(key, spec: ModelSpec, data, prior=None, *, num_warmup=500, num_samples=500,
              num_chains=1, chain_method="sequential", progress_bar=False, extra_fields=(),
-             **nuts_kw) -> MCMC:
+             mcmc_kw=None, **nuts_kw) -> MCMC:
     """NUTS on ``spec.model`` started at ``spec.init(data)`` (every chain starts there: the
-    diagonal-dominant start keeps the chains in one labelling). Returns the run ``MCMC``."""
+    diagonal-dominant start keeps the chains in one labelling). ``mcmc_kw``: more ``MCMC``
+    options (e.g. ``{"jit_model_args": True}``); ``nuts_kw``: ``NUTS`` options. Returns the run
+    ``MCMC``."""
     kernel = NUTS(spec.model, init_strategy=init_to_value(values=spec.init(data)), **nuts_kw)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method=chain_method, progress_bar=progress_bar)
+                chain_method=chain_method, progress_bar=progress_bar, **(mcmc_kw or {}))
     mcmc.run(key, data, _prior(spec, prior), extra_fields=extra_fields)
     return mcmc
 

@@ -124,7 +124,7 @@ def test_ceiling_reference_numbers():
 
 def test_hierarchical_rises_above_the_ceiling():
     """Remark 2 of seed 003: a global theta_i with learned strength pins the orientation as labels
-    accumulate. NUTS (one compiled sampler, jit_model_args) against the quadrature: the tiny
+    accumulate. NUTS (one sampler, data as traced arguments) against the quadrature: the tiny
     P(wrong) itself is compared loosely (a mean of tiny per-draw values is a noisy, low-biased
     estimate), the posterior means of mu and theta tightly."""
     mcmc = MCMC(NUTS(hm.HIERARCHICAL_SPEC.model,
