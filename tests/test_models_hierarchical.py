@@ -140,8 +140,9 @@ def test_hierarchical_rises_above_the_ceiling():
         exact = quadrature(L)
         assert exact[0] < np.log(1 - CEILING)
         if L == 24:   # the flipped mode is negligible here, so one chain sees all the mass
-            assert abs(log_wrong[L] - exact[0]) < 2, (L, log_wrong[L], exact)
-            assert abs(float(s["mu"].mean()) - exact[1]) < 0.02, (float(s["mu"].mean()), exact)
+            assert abs(log_wrong[L] - exact[0]) < 3, (L, log_wrong[L], exact)
+            # posterior sd of mu is 0.064 (quadrature): 0.03 is ~5 Monte Carlo standard errors
+            assert abs(float(s["mu"].mean()) - exact[1]) < 0.03, (float(s["mu"].mean()), exact)
             assert abs(float(s["theta"][:, 0].mean()) - exact[2]) < 0.02, (s["theta"][:, 0].mean(), exact)
     assert all(v < np.log(1 - CEILING) for v in log_wrong.values()), log_wrong
     assert log_wrong[1] > log_wrong[24] + 10, log_wrong
