@@ -87,7 +87,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .dawid_skene import DSData, _pattern_joint, _pattern_log_lik, prepare, task_class_log_post
+from .dawid_skene import (DSData, _pattern_joint, _pattern_log_lik, check_sparse, prepare,
+                          task_class_log_post)
 from .inference import ModelSpec
 
 __all__ = [
@@ -239,23 +240,8 @@ def prepare_glad(task, worker, label, K=None, n_tasks=None, n_workers=None,
                  gold=None) -> GLADData:
     """Build :class:`GLADData` from the sparse layout (same arguments and checks as
     :func:`prepare`)."""
-    task = np.asarray(task, np.int64)
-    worker = np.asarray(worker, np.int64)
-    label = np.asarray(label, np.int64)
-    if not (task.shape == worker.shape == label.shape) or task.ndim != 1:
-        raise ValueError("task, worker, label must be 1-D arrays of equal length")
-    K = int(label.max()) + 1 if K is None else int(K)
-    T = int(task.max()) + 1 if n_tasks is None else int(n_tasks)
-    W = int(worker.max()) + 1 if n_workers is None else int(n_workers)
-    if K < 2:
-        raise ValueError("GLAD needs K >= 2 classes")
-    if task.size and (label.min() < 0 or label.max() >= K or worker.min() < 0
-                      or worker.max() >= W or task.min() < 0 or task.max() >= T):
-        raise ValueError("label must lie in [0, K), worker in [0, n_workers), task in "
-                         "[0, n_tasks)")
-    gold = np.full(T, -1, np.int64) if gold is None else np.asarray(gold, np.int64)
-    if gold.shape != (T,) or (gold < -1).any() or (gold >= K).any():
-        raise ValueError(f"gold must have shape ({T},) with values in [-1, K)")
+    task, worker, label, gold, K, T, W = check_sparse(task, worker, label, K, n_tasks,
+                                                      n_workers, gold)
     order = np.argsort(task, kind="stable")
     return GLADData(jnp.asarray(task[order], jnp.int32), jnp.asarray(worker[order], jnp.int32),
                     jnp.asarray(label[order], jnp.int32), jnp.asarray(gold, jnp.int32),

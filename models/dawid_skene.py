@@ -49,7 +49,7 @@ import numpyro.distributions as dist
 from .inference import ModelSpec
 
 __all__ = [
-    "DSData", "DSPrior", "prepare", "ds_model", "task_log_lik", "task_class_log_post",
+    "DSData", "DSPrior", "check_sparse", "prepare", "ds_model", "task_log_lik", "task_class_log_post",
     "default_init", "SPEC",
 ]
 
@@ -77,10 +77,10 @@ class DSPrior(NamedTuple):
     beta_off: float = 1.0
 
 
-def prepare(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None) -> DSData:
-    """Build :class:`DSData` from the sparse layout ``task, worker, label`` ([P] ints).
-
-    ``gold`` (optional, [T] ints, -1 = unknown) clamps tasks to their known class."""
+def check_sparse(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None):
+    """Validate the sparse layout ``task, worker, label`` ([P] ints) and ``gold`` ([T], -1 =
+    unknown); returns int64 arrays ``task, worker, label, gold`` and the sizes ``K, T, W``
+    (inferred from the data where not given). Raises ``ValueError`` naming what is wrong."""
     task = np.asarray(task, np.int64)
     worker = np.asarray(worker, np.int64)
     label = np.asarray(label, np.int64)
@@ -89,11 +89,24 @@ def prepare(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None
     K = int(label.max()) + 1 if K is None else int(K)
     T = int(task.max()) + 1 if n_tasks is None else int(n_tasks)
     W = int(worker.max()) + 1 if n_workers is None else int(n_workers)
-    if label.min() < 0 or label.max() >= K or worker.min() < 0 or worker.max() >= W:
-        raise ValueError("label must lie in [0, K) and worker in [0, n_workers)")
+    if K < 2:
+        raise ValueError("need K >= 2 classes")
+    if task.size and (label.min() < 0 or label.max() >= K or worker.min() < 0
+                      or worker.max() >= W or task.min() < 0 or task.max() >= T):
+        raise ValueError("label must lie in [0, K), worker in [0, n_workers), task in "
+                         "[0, n_tasks)")
     gold = np.full(T, -1, np.int64) if gold is None else np.asarray(gold, np.int64)
-    if gold.shape != (T,):
-        raise ValueError(f"gold must have shape ({T},)")
+    if gold.shape != (T,) or (gold < -1).any() or (gold >= K).any():
+        raise ValueError(f"gold must have shape ({T},) with values in [-1, K)")
+    return task, worker, label, gold, K, T, W
+
+
+def prepare(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None) -> DSData:
+    """Build :class:`DSData` from the sparse layout ``task, worker, label`` ([P] ints).
+
+    ``gold`` (optional, [T] ints, -1 = unknown) clamps tasks to their known class."""
+    task, worker, label, gold, K, T, W = check_sparse(task, worker, label, K, n_tasks,
+                                                      n_workers, gold)
     # distinct (task, pair) cells with counts
     pair = worker * K + label
     cell, cnt = np.unique(task * (W * K) + pair, return_counts=True)

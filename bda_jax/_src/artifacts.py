@@ -49,7 +49,6 @@ import io
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -209,19 +208,8 @@ def _npz_path(path: str) -> str:
     return (root if ext.lower() == ".json" else path) + ".npz"
 
 
-def _atomic_write_bytes(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".bda_tmp_", suffix=".npz",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _write_bytes(path: str, data: bytes) -> None:
+    atomic_write(path, lambda handle: handle.write(data), suffix=".npz", binary=True)
 
 
 def save_model(path, estimator_or_state, *, counts_fingerprint, meta: Mapping | None = None
@@ -264,7 +252,7 @@ def save_model(path, estimator_or_state, *, counts_fingerprint, meta: Mapping | 
         npz = _npz_path(path)
         doc["npz"] = {"file": os.path.basename(npz), "sha256": _sha256(data),
                       "arrays": sorted(enc.arrays)}
-        _atomic_write_bytes(npz, data)
+        _write_bytes(npz, data)
     else:
         doc["npz"] = None
     doc["sha256"] = _sha256(_canonical(doc))

@@ -10,15 +10,17 @@ from typing import Any, Callable, Iterator, TextIO
 __all__ = ["atomic_write", "read_json_lines"]
 
 
-def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp") -> None:
-    """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place.
+def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp",
+                 binary: bool = False) -> None:
+    """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place
+    (a text handle in UTF-8, or a binary one with ``binary=True``).
 
     The file gets the usual ``0666 & ~umask`` permissions (``mkstemp`` alone would leave 0600)."""
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".bda_tmp_", suffix=suffix,
                                dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as handle:
             write(handle)
         mask = os.umask(0)
         os.umask(mask)
