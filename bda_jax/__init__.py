@@ -15,6 +15,9 @@ from ._src.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consi
 from ._src.kernels import confusion_log_posterior, onecoin_log_posterior
 from ._src.normalize import default_normalizer, identity_normalizer
 from ._src.selection import GRIDS, CVResult, inner_folds, make_folds, select_and_predict
+from ._src.sharding import (shard_counts, sharded_confusion_log_posterior,
+                             sharded_onecoin_log_posterior, task_mesh)
+from ._src.stream import tally_stream
 from ._src.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
                           read_traces, resolve_trace, skipped_summary, write_traces)
 
@@ -30,5 +33,8 @@ __all__ = [
     "PairCounts",
     "ResolvedTrace", "SkippedMove", "Trace", "TraceError", "confusion_log_posterior", "decide",
     "default_normalizer", "identity_normalizer", "majority", "onecoin_log_posterior",
-    "parse_trace", "read_traces", "resolve_trace", "skipped_summary", "tally", "write_traces",
+    "parse_trace", "read_traces", "resolve_trace", "skipped_summary", "tally", "tally_stream",
+    "write_traces",
+    "shard_counts", "sharded_confusion_log_posterior", "sharded_onecoin_log_posterior",
+    "task_mesh",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import DataError, TraceError
 from .normalize import Normalizer, default_normalizer
-from .traces import FORCES, Trace, resolve_trace
+from .traces import FORCES, ResolvedTrace, Trace, resolve_trace
 
 __all__ = ["Counts", "CountsInfo", "PairCounts", "tally"]
 
@@ -339,7 +339,44 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         informative move) from the same per-move arrays, never materializing [T, I, K].
 
     Packing is vectorized over all informative moves: no per-task Python loop after parsing.
+    :func:`bda_jax.tally_stream` runs the same packing chunk by chunk over a file.
     """
+    options = _tally_options(max_round=max_round, forces=forces,
+                             one_move_per_round=one_move_per_round,
+                             permute_candidates=permute_candidates, unknown_agents=unknown_agents,
+                             seat_key=seat_key, layout=layout)
+    traces = list(traces)
+    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient,
+                              abstain_candidate=abstain_candidate) for t in traces]
+    if not resolved:
+        raise DataError("no traces to tally", field="traces")
+    seen_tasks: dict[str, int] = {}
+    for t, r in enumerate(resolved):
+        if r.task_id in seen_tasks:
+            raise TraceError("duplicate task_id", task_id=r.task_id, field="task_id")
+        seen_tasks[r.task_id] = t
+    state = _TallyState(agents, options, file=getattr(traces[0], "source", (None,))[0])
+    part = _tally_part(resolved, [getattr(t, "source", (None, None)) for t in traces], state)
+    return _finish_tally([part], state)
+
+
+# ------------------------------------------------------------------ the tally, in parts
+class _TallyOptions(NamedTuple):
+    """Validated options of :func:`tally` (shared by :func:`bda_jax.tally_stream`)."""
+
+    max_round: int | None
+    forces: frozenset | None
+    one_move_per_round: bool
+    permute_candidates: int | None
+    unknown_agents: str
+    seat_key: str
+    layout: str
+
+
+def _tally_options(*, max_round=None, forces=None, one_move_per_round=False,
+                   permute_candidates=None, unknown_agents="error", seat_key="agent",
+                   layout="dense") -> _TallyOptions:
+    """Check the options of :func:`tally`; raises :class:`DataError` naming the option."""
     if layout not in LAYOUTS:
         raise DataError(f"layout must be one of {LAYOUTS}, got {layout!r}", field="layout")
     if seat_key not in ("agent", "force", "agent-force"):
@@ -349,75 +386,103 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         raise DataError(f"unknown_agents must be 'error' or 'drop', got {unknown_agents!r}",
                         field="unknown_agents")
     if forces is not None:
-        forces = set(forces)
+        forces = frozenset(forces)
         unknown = forces - set(FORCES)
         if unknown:
             raise DataError(f"unknown forces {sorted(unknown)}", field="forces")
     if max_round is not None and (not isinstance(max_round, int) or max_round < 0):
         raise DataError(f"max_round must be a non-negative integer, got {max_round!r}",
                         field="max_round")
-    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient,
-                              abstain_candidate=abstain_candidate) for t in traces]
-    T = len(resolved)
-    if T == 0:
-        raise DataError("no traces to tally", field="traces")
-    seen_tasks: dict[str, int] = {}
-    for t, r in enumerate(resolved):
-        if r.task_id in seen_tasks:
-            raise TraceError("duplicate task_id", task_id=r.task_id, field="task_id")
-        seen_tasks[r.task_id] = t
+    return _TallyOptions(max_round, forces, bool(one_move_per_round), permute_candidates,
+                         unknown_agents, seat_key, layout)
 
-    # ---- flatten the informative moves of all tasks (one entry per signed endorsement)
+
+class _TallyState:
+    """What the parts of one tally share: the options, the agent (seat) index — fixed up front
+    or grown in first-seen order, which appending never reorders — cluster codes (first seen;
+    sorted at the end), the per-task names, the vocabulary check and the dropped-move count.
+    Per-task entries only: no Python object per move outlives its part."""
+
+    def __init__(self, agents, options: _TallyOptions, file=None):
+        self.options = options
+        self.fixed = agents is not None
+        if self.fixed:
+            agents = tuple(agents)
+            if len(set(agents)) != len(agents):
+                raise DataError("the agent list has duplicates", field="agents")
+        self.agent_index: dict[str, int] = {a: i for i, a in enumerate(agents or ())}
+        self.cluster_code: dict[str, int] = {}
+        self.task_ids: list[str] = []
+        self.candidates: list[tuple[str, ...]] = []
+        self._interned: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.first_keys = None
+        self.first_candidates = None
+        self.same_keys = True
+        self.dropped = 0
+        self.file = file
+
+    def intern(self, candidates: tuple[str, ...]) -> tuple[str, ...]:
+        """One shared tuple per distinct candidate list (most tasks repeat a few lists)."""
+        return self._interned.setdefault(candidates, candidates)
+
+
+def _tally_part(resolved: Sequence[ResolvedTrace], sources, state: _TallyState) -> dict:
+    """Pack a run of resolved traces (the next tasks of the tally) into compact count arrays.
+
+    Flattens the informative moves into per-move arrays, filters them by the options, indexes
+    agents through ``state`` and runs :func:`_assemble` (K_max and I of this part; cluster
+    codes provisional). ``sources`` [(file, line)] per trace locate errors. Returns the fields
+    of the assembled :class:`Counts` / :class:`PairCounts` as a dict, with ``"T"``."""
+    opt = state.options
+    T = len(resolved)
+    # ---- flatten the informative moves of these tasks (one entry per signed endorsement)
     n_per_task = np.fromiter((len(r.sign) for r in resolved), np.int64, T)
     task = np.repeat(np.arange(T, dtype=np.int64), n_per_task)
     seat_of = {"agent": lambda a, f: a, "force": lambda a, f: f,
-               "agent-force": lambda a, f: f"{a}:{f}"}[seat_key]
-    agent_names = np.array([seat_of(a, f) for r in resolved for a, f in zip(r.agent, r.force)],
-                           dtype=object)
+               "agent-force": lambda a, f: f"{a}:{f}"}[opt.seat_key]
+    agent_names = [seat_of(a, f) for r in resolved for a, f in zip(r.agent, r.force)]
     cand = np.fromiter(itertools.chain.from_iterable(r.cand for r in resolved), np.int64)
     sign = np.fromiter(itertools.chain.from_iterable(r.sign for r in resolved), np.int64)
     rnd = np.fromiter(itertools.chain.from_iterable(r.round for r in resolved), np.int64)
     conf = np.fromiter(itertools.chain.from_iterable(r.confidence for r in resolved), np.float64)
-    if forces is not None:
-        force_ok = np.fromiter((f in forces for f in itertools.chain.from_iterable(
+    if opt.forces is not None:
+        force_ok = np.fromiter((f in opt.forces for f in itertools.chain.from_iterable(
             r.force for r in resolved)), bool, cand.size)
 
-    notes: dict[str, Any] = {}
-    if agents is None:
-        if seat_key == "agent":
-            all_agents = itertools.chain.from_iterable(
+    if not state.fixed:      # first seen, across the parts in order
+        if opt.seat_key == "agent":
+            names = itertools.chain.from_iterable(
                 (m.agent for m in r.admissible) for r in resolved)
         else:
-            all_agents = iter(agent_names)
-        agents = tuple(dict.fromkeys(all_agents))
-    else:
-        agents = tuple(agents)
-        if len(set(agents)) != len(agents):
-            raise DataError("the agent list has duplicates", field="agents")
-    index_of = {a: i for i, a in enumerate(agents)}
+            names = agent_names
+        index_of = state.agent_index
+        for a in names:
+            if a not in index_of:
+                index_of[a] = len(index_of)
+    index_of = state.agent_index
     agent = np.fromiter((index_of.get(a, -1) for a in agent_names), np.int64, len(agent_names))
     unknown = agent < 0
     if unknown.any():
-        if unknown_agents == "error":
+        if opt.unknown_agents == "error":
             k = int(np.flatnonzero(unknown)[0])
             r = resolved[task[k]]
             move_id = r.moves[k - int(n_per_task[:task[k]].sum())]
-            raise TraceError(f"agent {agent_names[k]!r} is not in the agent list {list(agents)} "
-                             "(pass unknown_agents='drop' to ignore such moves)",
-                             task_id=r.task_id, move_id=move_id, field="agent")
-        notes["dropped_unknown_agent_moves"] = int(unknown.sum())
-    I = len(agents)
-    if I == 0:
-        raise TraceError("no agent made an admissible move in any task", field="agent",
-                         file=getattr(traces[0], "source", (None,))[0])
+            file, line = sources[task[k]]
+            raise TraceError(f"agent {agent_names[k]!r} is not in the agent list "
+                             f"{list(index_of)} (pass unknown_agents='drop' to ignore such "
+                             "moves)", file=file, line=line, task_id=r.task_id, move_id=move_id,
+                             field="agent")
+        state.dropped += int(unknown.sum())
+    del agent_names
+    I = len(index_of)
 
     keep = ~unknown
-    if forces is not None:
+    if opt.forces is not None:
         keep &= force_ok
-    if max_round is not None:
-        keep &= rnd <= max_round
+    if opt.max_round is not None:
+        keep &= rnd <= opt.max_round
     task, agent, cand, sign, rnd, conf = (x[keep] for x in (task, agent, cand, sign, rnd, conf))
-    if one_move_per_round and task.size:
+    if opt.one_move_per_round and task.size:
         # entries are in file order within a task; keep the last per (task, agent, round)
         order = np.lexsort((np.arange(task.size), rnd, agent, task))
         key = np.stack([task[order], agent[order], rnd[order]])
@@ -426,36 +491,114 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         sel = np.sort(order[last])
         task, agent, cand, sign, rnd, conf = (x[sel] for x in (task, agent, cand, sign, rnd, conf))
 
-    # ---- candidate sets, gold, clusters
+    # ---- candidate sets, gold, clusters (per task)
     Kt = np.fromiter((len(r.keys) for r in resolved), np.int32, T)
     Kmax = int(Kt.max())
     mask = np.arange(Kmax)[None, :] < Kt[:, None]
     gold = np.fromiter((r.gold for r in resolved), np.int32, T)
     gold_missing = np.fromiter((r.gold_missing for r in resolved), bool, T)
-    cluster_names, cluster = np.unique(np.array([r.cluster for r in resolved], dtype=object),
-                                       return_inverse=True)
-    cand_table = np.full((T, Kmax), None, dtype=object)
-    for t, r in enumerate(resolved):           # metadata only: the display strings
-        cand_table[t, :len(r.candidates)] = r.candidates
-    first_keys = resolved[0].keys
-    vocab = (tuple(resolved[0].candidates)
-             if all(r.keys == first_keys for r in resolved) else None)
+    codes = state.cluster_code
+    cluster = np.fromiter((codes.setdefault(r.cluster, len(codes)) for r in resolved),
+                          np.int64, T)
+    if state.first_keys is None:
+        state.first_keys, state.first_candidates = resolved[0].keys, resolved[0].candidates
+    if state.same_keys:
+        state.same_keys = all(r.keys == state.first_keys for r in resolved)
+    state.task_ids.extend(r.task_id for r in resolved)
+    state.candidates.extend(state.intern(tuple(r.candidates)) for r in resolved)
 
-    if permute_candidates is not None:
-        rng = np.random.default_rng(permute_candidates)
-        noise = np.where(mask, rng.random((T, Kmax)), np.inf)
-        perm = np.argsort(noise, axis=1, kind="stable")      # new slot -> old slot
-        inv = np.argsort(perm, axis=1, kind="stable")        # old slot -> new slot
-        cand = inv[task, cand]
-        gold = np.where(gold >= 0, inv[np.arange(T), np.maximum(gold, 0)], -1).astype(np.int32)
-        cand_table = np.take_along_axis(cand_table, perm, axis=1)
-        vocab = None
-
-    info = CountsInfo(agents, tuple(r.task_id for r in resolved),
-                      tuple(tuple(x for x in row if x is not None) for row in cand_table),
-                      vocab, tuple(cluster_names), notes)
     moves = _Moves(task, agent, cand, sign, rnd, conf)
-    return _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, info, layout)
+    out = _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, None, opt.layout)
+    fields = _ARRAY_FIELDS if opt.layout == "dense" else _PAIR_FIELDS
+    return {"T": T, **{f: getattr(out, f) for f in fields}}
+
+
+_PAD = {"conf0": np.nan, "mask": False}   # fill of slots a part did not have (others: 0)
+
+
+def _concat_parts(parts: list[dict], name: str, shape_tail: tuple, offset_key=None):
+    """Concatenate field ``name`` of the parts, padding agent and candidate axes to
+    ``shape_tail``; frees each part's copy as it goes (peak: the result plus one field)."""
+    first = parts[0][name]
+    if len(parts) == 1 and first.shape[1:] == shape_tail:
+        return parts[0].pop(name)
+    rows = sum(p[name].shape[0] for p in parts)
+    out = np.full((rows,) + shape_tail, _PAD.get(name, 0), dtype=first.dtype)
+    at = 0
+    for p in parts:
+        x = p.pop(name)
+        out[(slice(at, at + x.shape[0]),) + tuple(slice(0, s) for s in x.shape[1:])] = x
+        at += x.shape[0]
+    return out
+
+
+def _finish_tally(parts: list[dict], state: _TallyState) -> "Counts | PairCounts":
+    """Join the parts of one tally: pad agents (a part saw the first-seen prefix) and candidate
+    slots, offset task indices, sort cluster codes by name, set ``vocab`` and ``info``, and
+    apply the candidate permutation. A single part is returned without copies."""
+    opt = state.options
+    I = len(state.agent_index)
+    if I == 0:
+        raise TraceError("no agent made an admissible move in any task", field="agent",
+                         file=state.file)
+    T = sum(p["T"] for p in parts)
+    Kmax = max(p["mask"].shape[1] for p in parts)
+    if opt.layout == "pairs":
+        at = 0
+        for p in parts:                      # part-local task index -> global
+            if at:
+                p["task"] = (p["task"] + at).astype(np.int32)
+            at += p["T"]
+        per_row = {f: (Kmax,) if f in ("e", "c", "e0", "conf0") else () for f in _PAIR_FIELDS}
+        per_row["mask"] = (Kmax,)
+    else:
+        per_row = {"N": (I,), "e": (I, Kmax), "c": (I, Kmax), "e0": (I, Kmax),
+                   "conf0": (I, Kmax), "mask": (Kmax,)}
+        per_row.update({f: () for f in ("K", "gold", "gold_missing", "cluster")})
+    arrays = {f: _concat_parts(parts, f, tail) for f, tail in per_row.items()}
+    names = sorted(state.cluster_code)       # as np.unique over the names would order them
+    rank = np.empty(len(names), np.int32)
+    rank[[state.cluster_code[n] for n in names]] = np.arange(len(names), dtype=np.int32)
+    arrays["cluster"] = rank[arrays["cluster"]]
+    vocab = tuple(state.first_candidates) if state.same_keys else None
+    notes: dict[str, Any] = {}
+    if state.dropped:
+        notes["dropped_unknown_agent_moves"] = state.dropped
+    info = CountsInfo(tuple(state.agent_index), tuple(state.task_ids), tuple(state.candidates),
+                      vocab, tuple(names), notes)
+    if opt.layout == "pairs":
+        out = PairCounts(**arrays, n_tasks=T, n_agents=I, info=info)
+    else:
+        out = Counts(**arrays, info=info)
+    if opt.permute_candidates is not None:
+        out = _permute_slots(out, opt.permute_candidates)
+    return out
+
+
+def _permute_slots(counts: "Counts | PairCounts", seed) -> "Counts | PairCounts":
+    """The label-permutation control: a seeded random order of each task's candidate slots
+    (padding slots stay last), applied to every per-slot array, ``gold`` and the candidate
+    names; ``vocab`` becomes ``None``. The tally is equivariant, so permuting the packed
+    arrays equals packing permuted moves."""
+    mask = counts.mask
+    T, Kmax = mask.shape
+    rng = np.random.default_rng(seed)
+    noise = np.where(mask, rng.random((T, Kmax)), np.inf)
+    perm = np.argsort(noise, axis=1, kind="stable")      # new slot -> old slot
+    inv = np.argsort(perm, axis=1, kind="stable")        # old slot -> new slot
+    gold = counts.gold
+    gold = np.where(gold >= 0, inv[np.arange(T), np.maximum(gold, 0)], -1).astype(np.int32)
+    row_perm = perm[:, None, :] if isinstance(counts, Counts) else perm[counts.task]
+    for f in ("e", "c", "e0", "conf0"):
+        x = getattr(counts, f)
+        setattr(counts, f, np.take_along_axis(x, np.broadcast_to(row_perm, x.shape), axis=-1))
+    counts.gold = gold
+    info = counts.info
+    candidates = tuple(tuple(cands[j] for j in perm[t, :len(cands)])
+                       for t, cands in enumerate(info.candidates))
+    counts.info = CountsInfo(info.agents, info.task_ids, candidates, None, info.clusters,
+                             info.notes)
+    return counts
 
 
 class _Moves(NamedTuple):

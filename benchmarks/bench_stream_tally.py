@@ -1,0 +1,257 @@
+"""Streaming tally of a 10M-move JSON Lines trace file: throughput and peak memory.
+
+What is measured:
+
+* A seeded, valid trace file is written under ``/tmp`` (not the repository) by a direct writer
+  (``write_council_jsonl``): councils of I = 5 agents, K = 4 candidates, 3 rounds; round 0 every
+  agent proposes (half state a confidence), rounds 1-2 every agent votes, concedes to or
+  challenges another agent's proposal, or (rarely) abstains. 15 moves per task, gold and a
+  cluster per task; 666,667 tasks = 10,000,005 moves (823 MiB).
+* ``stream``: :func:`bda_jax.tally_stream` over the whole file, in a fresh subprocess per layout
+  (``dense`` [T, I, K] tensors and ``pairs``), timed inside the child around the call only.
+  Peak RSS is the child's ``ru_maxrss`` as returned by ``os.wait4`` for that child (the
+  interpreter, NumPy and JAX imports included; ``baseline_rss_mb`` is the child's RSS after
+  its imports, before the tally). ``meets_2GB``: peak RSS <= 2 GiB.
+* ``in_memory_reference``: ``tally(read_traces(prefix))`` on the first ``--reference-moves``
+  moves, in a subprocess the same way: the non-streaming path holds every Move object, so its
+  memory grows with the number of moves (``rss_per_move_bytes``); context, not a target.
+* ``equal_to_tally``: on the first 3,000 tasks, the streamed counts equal
+  ``tally(read_traces(...))`` in every array and in ``info``.
+
+Run (from the repository root)::
+
+    python benchmarks/bench_stream_tally.py                  # 10M moves, writes the JSON below
+    python benchmarks/bench_stream_tally.py --moves 1000000 --out /tmp/stream.json   # quick
+
+Writes ``benchmarks/results/stream_tally_cpu.json`` (schema_version 1).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "stream_tally_cpu.json"
+DEFAULT_DIR = Path("/tmp/bda_stream_bench")
+
+AGENTS = ("A1", "A2", "A3", "A4", "A5")
+CANDIDATES = ("A", "B", "C", "D")
+MOVES_PER_TASK = 15              # 5 agents x 3 rounds
+ACCURACY = (0.75, 0.7, 0.65, 0.6, 0.55)
+
+
+# ------------------------------------------------------------------------------- the trace file
+def write_council_jsonl(path: Path, n_tasks: int, seed: int, block: int = 10_000) -> None:
+    """Write ``n_tasks`` valid council traces (15 moves each) as JSON Lines, fast: the random
+    choices are drawn with NumPy per block of tasks, the text is assembled from templates."""
+    rng = np.random.default_rng(seed)
+    I, K = len(AGENTS), len(CANDIDATES)
+    acc = np.asarray(ACCURACY)
+    cand_json = json.dumps(list(CANDIDATES))
+    tmp = path.with_suffix(".partial")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for start in range(0, n_tasks, block):
+            n = min(block, n_tasks - start)
+            gold = rng.integers(0, K, n)
+            right = rng.random((n, I)) < acc
+            wrong = (gold[:, None] + rng.integers(1, K, (n, I))) % K
+            ans0 = np.where(right, gold[:, None], wrong)                 # round-0 answers
+            conf = rng.integers(30, 100, (n, I))
+            stated = rng.random((n, I)) < 0.5
+            kind = rng.choice(4, size=(n, 2, I), p=[0.35, 0.3, 0.3, 0.05])  # vote/concede/chal/abst
+            other = (np.arange(I)[None, None, :] + rng.integers(1, I, (n, 2, I))) % I
+            vote = np.where(rng.random((n, 2, I)) < acc, gold[:, None, None],
+                            (gold[:, None, None] + rng.integers(1, K, (n, 2, I))) % K)
+            lines = []
+            for t in range(n):
+                tid = start + t
+                moves = []
+                for i in range(I):
+                    c = f', "confidence": 0.{conf[t, i]}' if stated[t, i] else ""
+                    moves.append(f'{{"id": "m{i + 1}", "agent": "{AGENTS[i]}", "round": 0, '
+                                 f'"force": "propose", "answer": "{CANDIDATES[ans0[t, i]]}"{c}}}')
+                mid = I
+                for r in (0, 1):
+                    for i in range(I):
+                        mid += 1
+                        head = f'{{"id": "m{mid}", "agent": "{AGENTS[i]}", "round": {r + 1}, '
+                        k = kind[t, r, i]
+                        if k == 0:
+                            body = f'"force": "vote", "answer": "{CANDIDATES[vote[t, r, i]]}"}}'
+                        elif k == 1:
+                            body = f'"force": "concede", "target": "m{other[t, r, i] + 1}"}}'
+                        elif k == 2:
+                            body = f'"force": "challenge", "target": "m{other[t, r, i] + 1}"}}'
+                        else:
+                            body = '"force": "abstain"}'
+                        moves.append(head + body)
+                lines.append(f'{{"task_id": "t{tid}", "candidates": {cand_json}, '
+                             f'"gold": "{CANDIDATES[gold[t]]}", "cluster": "q{tid // 2}", '
+                             f'"moves": [{", ".join(moves)}]}}\n')
+            f.write("".join(lines))
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------- measurements
+_CHILD = r"""
+import json, sys, time
+import jax
+import numpy as np
+import bda_jax as bda
+mode, path, layout = sys.argv[1], sys.argv[2], sys.argv[3]
+def rss_kb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+start_rss = rss_kb()
+t0, c0 = time.perf_counter(), time.process_time()
+if mode == "stream":
+    counts = bda.tally_stream(path, layout=layout)
+else:
+    counts = bda.tally(bda.read_traces(path), layout=layout)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+out = {"wall_s": wall, "cpu_s": cpu, "n_tasks": int(counts.shape[0]),
+       "shape": list(counts.shape), "informative_moves": int(np.asarray(counts.N).sum()),
+       "baseline_rss_kb": start_rss,
+       "result_bytes": int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(counts)))}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_child(mode: str, path: Path, layout: str) -> dict:
+    """One tally in a fresh interpreter. Its peak RSS is ``ru_maxrss`` from ``os.wait4`` on that
+    child alone (RUSAGE_CHILDREN would be the maximum over every child reaped so far)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(path), layout],
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    out = proc.stdout.read()
+    proc.stdout.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{mode} {layout}: the child failed with exit code {proc.returncode}")
+    result = json.loads(next(l for l in out.splitlines() if l.startswith("RESULT "))[7:])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024          # Linux: kilobytes
+    result["baseline_rss_mb"] = result.pop("baseline_rss_kb") / 1024
+    result["result_mb"] = result.pop("result_bytes") / 2**20
+    return result
+
+
+def head_file(src: Path, dst: Path, n_lines: int) -> None:
+    with open(src, "rb") as f, open(dst, "wb") as g:
+        for k, line in enumerate(f):
+            if k >= n_lines:
+                break
+            g.write(line)
+
+
+def check_equal(path: Path) -> bool:
+    """Streamed counts == tally(read_traces(...)) on a small file, every array and info."""
+    import bda_jax as bda
+    ok = True
+    for layout in ("dense", "pairs"):
+        ref = bda.tally(bda.read_traces(path), layout=layout)
+        got = bda.tally_stream(path, layout=layout, chunk_tasks=257)
+        for f in ("task", "agent", "N", "e", "c", "e0", "conf0", "mask", "K", "gold",
+                  "gold_missing", "cluster"):
+            if hasattr(ref, f):
+                a, b = np.asarray(getattr(ref, f)), np.asarray(getattr(got, f))
+                ok &= a.dtype == b.dtype and np.array_equal(a, b, equal_nan=(f == "conf0"))
+        ok &= ref.info == got.info
+    return bool(ok)
+
+
+def machine() -> dict:
+    import jax
+    import bda_jax
+    return {"platform": platform.platform(), "machine": platform.machine(),
+            "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "sched_affinity": len(os.sched_getaffinity(0)), "numpy": np.__version__,
+            "jax": jax.__version__, "bda_jax": bda_jax.__version__}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--moves", type=int, default=10_000_000, help="moves in the file (~)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the file is written")
+    ap.add_argument("--reference-moves", type=int, default=1_000_000)
+    ap.add_argument("--layouts", default="dense,pairs")
+    ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+
+    args.dir.mkdir(parents=True, exist_ok=True)
+    n_tasks = -(-args.moves // MOVES_PER_TASK)
+    path = args.dir / f"council_{n_tasks}_seed{args.seed}.jsonl"
+    t0 = time.perf_counter()
+    if not path.exists():
+        write_council_jsonl(path, n_tasks, args.seed)
+    gen_s = time.perf_counter() - t0
+    n_moves = n_tasks * MOVES_PER_TASK
+    print(f"file {path}: {n_tasks} tasks, {n_moves} moves, {path.stat().st_size / 2**20:.0f} MiB "
+          f"(written in {gen_s:.1f} s)", flush=True)
+
+    small = args.dir / "head_3000.jsonl"
+    head_file(path, small, 3000)
+    equal = check_equal(small)
+    print(f"equal_to_tally on 3000 tasks: {equal}", flush=True)
+
+    stream = {}
+    for layout in args.layouts.split(","):
+        r = run_child("stream", path, layout)
+        r["moves_per_s"] = n_moves / r["wall_s"]
+        r["moves_per_cpu_s"] = n_moves / r["cpu_s"]
+        r["meets_2GB"] = r["peak_rss_mb"] <= 2048
+        stream[layout] = r
+        print(f"stream {layout}: {r['wall_s']:.1f} s, {r['moves_per_s']:,.0f} moves/s, "
+              f"peak RSS {r['peak_rss_mb']:.0f} MiB (baseline {r['baseline_rss_mb']:.0f}, "
+              f"result {r['result_mb']:.0f} MiB)", flush=True)
+
+    ref_tasks = -(-args.reference_moves // MOVES_PER_TASK)
+    ref_path = args.dir / f"head_{ref_tasks}.jsonl"
+    head_file(path, ref_path, ref_tasks)
+    ref = run_child("in_memory", ref_path, "dense")
+    ref_moves = ref_tasks * MOVES_PER_TASK
+    ref["moves"] = ref_moves
+    ref["moves_per_s"] = ref_moves / ref["wall_s"]
+    ref["moves_per_cpu_s"] = ref_moves / ref["cpu_s"]
+    ref["rss_per_move_bytes"] = (ref["peak_rss_mb"] - ref["baseline_rss_mb"]) * 2**20 / ref_moves
+    print(f"in-memory read_traces+tally on {ref_moves} moves: {ref['moves_per_s']:,.0f} moves/s, "
+          f"peak RSS {ref['peak_rss_mb']:.0f} MiB (~{ref['rss_per_move_bytes']:.0f} B/move)",
+          flush=True)
+
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "benchmark": "stream_tally",
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "workload": {"n_tasks": n_tasks, "n_moves": n_moves, "agents": len(AGENTS),
+                     "candidates": len(CANDIDATES), "rounds": 3, "seed": args.seed,
+                     "file_mib": path.stat().st_size / 2**20, "generator": "write_council_jsonl"},
+        "stream": stream,
+        "meets_2GB": all(r["meets_2GB"] for r in stream.values()),
+        "equal_to_tally": equal,
+        "in_memory_reference": ref,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    if not args.keep:
+        for p in (path, small, ref_path):
+            p.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
