@@ -44,12 +44,14 @@ def _numbered_lines(handle):
             yield lineno, piece
 
 
-def read_json_lines(path, error: type, what: str = "file") -> Iterator[tuple[int, Any]]:
+def read_json_lines(path, error: type, what: str = "file",
+                    keep_line: Callable[[int], bool] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of a JSON Lines file.
 
     Lines end at ``\\n``, ``\\r\\n`` or a bare ``\\r``. A file that cannot be opened, bytes that
     are not UTF-8 and text that is not JSON raise ``error`` (a :class:`~bda_jax.BdaError`
-    subclass) naming the file and the 1-based line.
+    subclass) naming the file and the 1-based line. ``keep_line(lineno)`` False skips a line
+    undecoded (e.g. the lines of other processes' shards).
     """
     path = os.fspath(path)
     try:
@@ -58,6 +60,8 @@ def read_json_lines(path, error: type, what: str = "file") -> Iterator[tuple[int
         raise error(f"cannot open {what}: {err.strerror}", file=path) from None
     with handle:
         for lineno, data in _numbered_lines(handle):
+            if keep_line is not None and not keep_line(lineno):
+                continue
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as err:

@@ -15,9 +15,7 @@ joined. The result equals ``tally(read_traces(path, ...), ...)`` array for array
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
-import json
 import os
 import warnings
 from collections import Counter
@@ -25,9 +23,9 @@ from typing import Iterator, Sequence
 
 from .counts import Counts, PairCounts, _finish_tally, _TallyState, _tally_options, _tally_part
 from .errors import DataError, TraceError
-from .io import _numbered_lines, read_json_lines
+from .io import read_json_lines
 from .normalize import Normalizer, default_normalizer
-from .traces import _mark_field_checked, parse_trace, resolve_trace
+from .traces import checked_traces, resolve_trace
 
 __all__ = ["tally_stream", "DEFAULT_CHUNK_TASKS"]
 
@@ -56,32 +54,8 @@ def _memoized(normalizer: Normalizer) -> Normalizer:
 def _shard_json_lines(path: str, index: int, count: int) -> Iterator[tuple[int, object]]:
     """:func:`read_json_lines` restricted to the lines whose number is ``index`` mod ``count``.
     Other lines are skipped undecoded (a process reads only its shard's JSON). Same errors."""
-    try:
-        handle = open(path, "rb")
-    except OSError as err:
-        raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
-    with handle:
-        for lineno, data in _numbered_lines(handle):
-            if lineno % count != index:
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise TraceError(f"not valid UTF-8 (byte {err.start + 1})", file=path,
-                                 line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise TraceError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
-                                 line=lineno) from None
-            except RecursionError:
-                raise TraceError("invalid JSON: nested too deeply", file=path,
-                                 line=lineno) from None
-            except ValueError as err:
-                raise TraceError(f"invalid JSON: {err}", file=path, line=lineno) from None
-            yield lineno, value
+    return read_json_lines(path, TraceError, "trace file",
+                           keep_line=lambda lineno: lineno % count == index)
 
 
 def _check_shard(shard):
@@ -187,19 +161,8 @@ def _read_parts(path, lines, state, chunk_tasks, normalizer, lenient, abstain_ca
     skip counts by reason."""
     parts: list[dict] = []
     resolved, sources = [], []
-    first_line: dict[str, int] = {}
     skipped: Counter = Counter()
-    for lineno, raw in lines:
-        # ---- exactly read_traces' checks, one trace at a time
-        trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
-        if trace.task_id in first_line:
-            raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
-                             file=path, line=lineno, task_id=trace.task_id, field="task_id")
-        first_line[trace.task_id] = lineno
-        res = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
-        if len(res.skipped) != len(trace.skipped):
-            trace = dataclasses.replace(trace, moves=res.admissible, skipped=res.skipped)
-            _mark_field_checked(trace).__dict__["_resolved_cache"] = {(normalizer, lenient): res}
+    for trace, res in checked_traces(path, lines, normalizer, lenient):   # read_traces' checks
         if lenient:
             skipped.update(s.code for s in trace.skipped)
         # ---- what tally resolves (a second automaton run only for abstain_candidate)

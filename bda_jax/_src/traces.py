@@ -31,7 +31,7 @@ import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import TraceError
 from .io import atomic_write, read_json_lines
@@ -499,20 +499,13 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
 
 
 # ----------------------------------------------------------------------------------- file I/O
-def read_traces(path, *, lenient: bool = False,
-                normalizer: Normalizer = default_normalizer) -> list[Trace]:
-    """Read and validate a JSON Lines trace file (blank lines are ignored).
-
-    Every task is parsed and run through the protocol automaton, so a returned list is known to be
-    admissible. Strict mode (default) raises :class:`TraceError` at the first problem, naming
-    file, line, task, move and field. ``lenient=True`` skips inadmissible moves, records them in
-    each ``Trace.skipped`` and warns with a per-reason summary (:func:`skipped_summary`);
-    task-level problems (bad JSON, duplicate task ids, ...) still raise.
-    """
-    path = os.fspath(path)
-    traces: list[Trace] = []
+def checked_traces(path, lines, normalizer: Normalizer = default_normalizer,
+                   lenient: bool = False) -> Iterator[tuple["Trace", "ResolvedTrace"]]:
+    """The per-line checks of :func:`read_traces`, one trace at a time: parse each decoded line
+    (``lines``: ``(line number, value)`` pairs), refuse a duplicate task id, run the protocol
+    automaton; yields ``(trace, resolved)`` with lenient skips recorded on the trace."""
     first_line: dict[str, int] = {}
-    for lineno, raw in read_json_lines(path, TraceError, "trace file"):
+    for lineno, raw in lines:
         trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
         if trace.task_id in first_line:
             raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
@@ -524,7 +517,22 @@ def read_traces(path, *, lenient: bool = False,
                                         skipped=resolved.skipped)
             _mark_field_checked(trace).__dict__["_resolved_cache"] = {
                 (normalizer, lenient): resolved}
-        traces.append(trace)
+        yield trace, resolved
+
+
+def read_traces(path, *, lenient: bool = False,
+                normalizer: Normalizer = default_normalizer) -> list[Trace]:
+    """Read and validate a JSON Lines trace file (blank lines are ignored).
+
+    Every task is parsed and run through the protocol automaton, so a returned list is known to be
+    admissible. Strict mode (default) raises :class:`TraceError` at the first problem, naming
+    file, line, task, move and field. ``lenient=True`` skips inadmissible moves, records them in
+    each ``Trace.skipped`` and warns with a per-reason summary (:func:`skipped_summary`);
+    task-level problems (bad JSON, duplicate task ids, ...) still raise.
+    """
+    path = os.fspath(path)
+    traces = [trace for trace, _ in checked_traces(
+        path, read_json_lines(path, TraceError, "trace file"), normalizer, lenient)]
     if not traces:
         raise TraceError("the file holds no task", file=path)
     if lenient:
