@@ -18,8 +18,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q bda_jax models tests
 
+# every benchmark -> benchmarks/results/*.json + summary.json + SUMMARY.md (docs/performance.md);
+# BENCH_ARGS=--quick for a smoke run, --with-nuts to include the ~15 min NUTS benchmark
 bench: $(STAMP)
-	$(VENV)/bin/python benchmarks/bench_onecoin.py
+	$(VENV)/bin/python benchmarks/run_all.py $(BENCH_ARGS)
 
 fuzz: $(STAMP)
 	$(VENV)/bin/python benchmarks/fuzz_traces.py --mutations 100000

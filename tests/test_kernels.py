@@ -199,3 +199,24 @@ def test_bad_kernel_arguments_raise_data_error():
         bda.confusion_log_posterior(counts, -np.ones((2, 2, 2)))
     with pytest.raises(bda.DataError, match="rounds"):
         bda.majority(jax.random.key(0), counts, rounds="last")
+
+
+@pytest.mark.parametrize("dtype,max_moves", [(np.int8, 60), (np.int16, 9000)])
+def test_narrow_integer_counts_match_the_reference(rng, dtype, max_moves):
+    """Counts stored as int8 / int16 (what a memory-bound user passes) give the float64
+    reference's posteriors: index arithmetic must not overflow in the narrow dtype."""
+    I, K = 4, 4
+    N, e, c, Kt = random_counts(rng, 300, I, K, max_moves=max_moves)
+    base = bda.Counts.from_arrays(N=N, e=e, c=c, K=Kt)
+    narrow = bda.Counts(*(x.astype(dtype) if name in ("N", "e", "c") else x
+                          for name, x in zip(("N", "e", "c", "mask", "K", "gold", "gold_missing",
+                                              "cluster", "e0", "conf0"), base.tree_flatten()[0])))
+    alpha, beta = rng.uniform(1, 9, I), rng.uniform(1, 9, I)
+    ref = onecoin_reference(N, e, c, Kt, alpha, beta)
+    got = bda.onecoin_log_posterior(narrow, alpha, beta)
+    np.testing.assert_allclose(np.exp(got), np.exp(ref), atol=5e-5)      # float32 at N ~ 60
+    np.testing.assert_allclose(np.exp(got), np.exp(bda.onecoin_log_posterior(base, alpha, beta)),
+                               atol=1e-6)
+    P = rng.dirichlet(np.ones(K) * 3, (I, K))
+    np.testing.assert_allclose(np.exp(bda.confusion_log_posterior(narrow, P)),
+                               np.exp(bda.confusion_log_posterior(base, P)), atol=1e-5)

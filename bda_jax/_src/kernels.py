@@ -12,8 +12,21 @@ common case: every N < ``table_size``) read exact per-agent tables of
 switch (one ``lax.cond`` on ``max N``, not a per-element select) to a float64 evaluation: in x64
 mode on the device; in float32 mode on the host through ``jax.pure_callback``, because float32
 cannot represent the answer when per-candidate terms of size ~1e6 cancel to O(1) (naive float32
-lgamma differences at counts ~1e6 are off by orders of magnitude). The (K-1) term enters through
-integer endorsement totals, so it is exact.
+lgamma differences at counts ~1e6 are off by orders of magnitude). With concrete counts and
+priors, float32 large counts first try :func:`_onecoin_exact`: host-built float64 tables split
+into an exact int32 part and a small float remainder, evaluated on the device (the host path
+remains for tables wider than ``_EXACT_TABLE_ENTRIES`` and for traced priors). The (K-1) term
+enters through integer endorsement totals, so it is exact. The confusion kernel (Eq. 4) is one
+multiply-add per (agent, cell) fused into a single pass over the counts; in float32 with counts
+from ``_SPLIT_COUNTS`` up its weights come from the host in float64, split into an exact int32
+part and a small float remainder (:func:`_confusion_split`), so large counts stay accurate.
+
+Speed (benchmarks/bench_kernels.py, docs/performance.md). Both kernels read the counts in any
+integer dtype (int8 counts are 4x less to read than int32) and are written for XLA:CPU's loop
+fusion: per-agent (and per-cell) Python loops that XLA fuses into one loop over tasks, sums as
+balanced trees of independent chains, the candidate normalization unrolled over the K columns
+with log Z and the scores materialized (:func:`_normalize`), and the table / large-count choice
+made on the host when the counts are concrete (no device reduction and ``lax.cond`` per call).
 """
 from __future__ import annotations
 
@@ -31,6 +44,10 @@ __all__ = ["onecoin_log_posterior", "confusion_log_posterior", "DEFAULT_TABLE_SI
 
 DEFAULT_TABLE_SIZE = 64
 _UNROLL_AGENTS = 32    # councils: per-agent Python loops (unrolled); crowds: vectorized sums
+_UNROLL_CANDIDATES = 32   # K up to this: the log-sum-exp over candidates is unrolled by column
+_UNROLL_CELLS = 256       # I * K up to this: the confusion contraction is unrolled by cell
+_SPLIT_COUNTS = 64        # float32 confusion with counts from this up: exact integer part
+_EXACT_TABLE_ENTRIES = 1 << 21   # I (max N + 1) up to this: one-coin large counts by exact tables
 
 
 def _float_dtype(dtype):
@@ -90,14 +107,26 @@ def _beta_part_tables(N, c, alpha, beta, table_size):
     # and recomputes them for every one of the T*I*K cells (10x slower).
     table = jax.lax.optimization_barrier(_pair_table(alpha, beta, S))
     table = table.reshape(-1)
-    N, c = jnp.clip(N, 0, S - 1), jnp.clip(c, 0, S - 1)
+    # int32 before the index arithmetic: int8 / int16 counts would overflow (i S + N) S + c.
+    # No clip of N and c: callers take this path only when every N < S (and 0 <= c <= N);
+    # mode="clip" keeps an index in bounds regardless (a discarded branch under vmap).
+    N = N.astype(jnp.int32)
+    c = c.astype(jnp.int32)
     if I > _UNROLL_AGENTS:
         index = (jnp.arange(I, dtype=jnp.int32)[None, :, None] * S + N[..., None]) * S + c
         return jnp.sum(jnp.take(table, index, mode="clip"), axis=1)
-    out = 0.0
-    for i in range(I):   # one fused gather-and-add per agent: ~7x faster than a [T, I, K] sum
-        out = out + jnp.take(table, (i * S + N[:, i, None]) * S + c[:, i, :], mode="clip")
-    return out
+    # one fused gather per agent, summed pairwise: ~7x faster than a [T, I, K] sum
+    return _tree_sum(jnp.take(table, (i * S + N[:, i, None]) * S + c[:, i, :], mode="clip")
+                     for i in range(I))
+
+
+def _tree_sum(terms):
+    """Pairwise sum of a list of arrays: a balanced tree of adds instead of one long chain."""
+    terms = list(terms)
+    while len(terms) > 1:
+        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
+                 for k in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def _beta_part_direct(N, c, alpha, beta):
@@ -118,12 +147,54 @@ def _sum_agents(x, xp):
     return out
 
 
+def _normalize(score, mask):
+    """Masked log-softmax over candidates: score - logsumexp(score, axis=-1) on the slots where
+    ``mask`` [T, K] holds, -inf elsewhere; ``score`` [..., T, K] is not masked yet.
+
+    Written for XLA:CPU, where it decides the speed of the kernels (2-3x):
+
+    * the scores are materialized once (barrier) and the mask is applied here, in the two cheap
+      passes, not in the loop that computes them: a select in that loop stops XLA from
+      vectorizing it (1.4x at K = 10), and without the barrier XLA fuses that loop into both
+      passes below and runs it twice;
+    * a reduction over a short minor axis (``jnp.max(axis=-1)`` / ``log_softmax`` over K = 2..10)
+      compiles into slow loops, so for small K the max and the sum of exponentials run over the
+      K columns as elementwise ops;
+    * log Z [T] (4 bytes a task) is materialized too: otherwise it gets fused into, and
+      recomputed for, every one of the K output cells.
+    """
+    K = score.shape[-1]
+    if K > _UNROLL_CANDIDATES:
+        score = jnp.where(mask, score, -jnp.inf)
+        top = jnp.max(score, axis=-1, keepdims=True)
+        return score - top - jnp.log(jnp.sum(jnp.exp(score - top), axis=-1, keepdims=True))
+    score = jax.lax.optimization_barrier(score)
+    cols = [jnp.where(mask[..., k], score[..., k], -jnp.inf) for k in range(K)]
+    top = cols[0]
+    for col in cols[1:]:
+        top = jnp.maximum(top, col)
+    total = jnp.exp(cols[0] - top)
+    for col in cols[1:]:
+        total = total + jnp.exp(col - top)
+    log_z = jax.lax.optimization_barrier(top + jnp.log(total))
+    return jnp.where(mask, score - log_z[..., None], -jnp.inf)
+
+
 def _finish(beta_part, e, mask, K, tau, log_prior, xp):
     """Add the (K - 1) term (via integer endorsement totals), temper, add the prior, normalize."""
-    E = _sum_agents(e, xp)                                   # [..., T, K]
-    log_km1 = xp.log(xp.maximum(K - 1, 1).astype(beta_part.dtype))[..., None]
-    score = tau[..., None, None] * (beta_part + (E - E[..., :1]).astype(beta_part.dtype) * log_km1)
-    score = xp.where(mask, score + log_prior, -xp.inf)
+    dt = beta_part.dtype
+    E = _sum_agents(e.astype(np.int32) if xp is np else e.astype(jnp.int32), xp)   # [..., T, K]
+    if xp is np:
+        log_km1 = np.log(np.maximum(K - 1, 1).astype(dt))[..., None]
+    else:   # log(K_t - 1) from a [K_max + 1] table: fuses into the per-cell loop, unlike a log
+        lut = jnp.log(jnp.maximum(jnp.arange(e.shape[-1] + 1) - 1, 1).astype(dt))
+        log_km1 = jnp.take(lut, K, mode="clip")[..., None]
+    score = tau[..., None, None] * (beta_part + (E - E[..., :1]).astype(dt) * log_km1)
+    if log_prior is not None:
+        score = score + log_prior
+    if xp is not np:
+        return _normalize(score, mask)
+    score = np.where(mask, score, -np.inf)
     top = xp.max(score, axis=-1, keepdims=True)
     return score - top - xp.log(xp.sum(xp.exp(score - top), axis=-1, keepdims=True))
 
@@ -141,18 +212,22 @@ def _onecoin_host64(N, e, c, mask, K, alpha, beta, tau, log_prior):
     a, b = f64(alpha)[..., None, :, None], f64(beta)[..., None, :, None]
     d = N[..., None] - c
     beta_part = (gammaln64(a + c) + gammaln64(b + d)).sum(axis=-2)
-    out = _finish(beta_part, e, np.asarray(mask), np.asarray(K), f64(tau), f64(log_prior), np)
+    log_prior = None if log_prior is None else f64(log_prior)
+    out = _finish(beta_part, e, np.asarray(mask), np.asarray(K), f64(tau), log_prior, np)
     return out.astype(np.float32)
 
 
-@partial(jax.jit, static_argnames=("table_size",))
-def _onecoin(N, e, c, mask, K, alpha, beta, tau, log_prior, table_size):
+@partial(jax.jit, static_argnames=("table_size", "path"))
+def _onecoin(N, e, c, mask, K, alpha, beta, tau, log_prior, table_size, path="auto"):
+    """``path``: "tables" / "large" when the caller knows max N (concrete counts), else "auto"
+    (one ``lax.cond`` on max N, computed on the device)."""
     dt = alpha.dtype
-    small = jnp.max(N, initial=0) < table_size
 
     def tables():
-        return _finish(_beta_part_tables(N, c, alpha, beta, table_size), e, mask, K, tau,
-                       log_prior, jnp)
+        # The gathers in one loop, the (K - 1) term and the prior in the next: together, the
+        # scalar gathers keep XLA from vectorizing the rest (1.15-1.2x).
+        beta_part = jax.lax.optimization_barrier(_beta_part_tables(N, c, alpha, beta, table_size))
+        return _finish(beta_part, e, mask, K, tau, log_prior, jnp)
 
     def large():
         if dt == jnp.float64:
@@ -162,7 +237,79 @@ def _onecoin(N, e, c, mask, K, alpha, beta, tau, log_prior, table_size):
         return jax.pure_callback(_onecoin_host64, shape, N, e, c, mask, K, alpha, beta, tau,
                                  log_prior, vmap_method="expand_dims")
 
-    return jax.lax.cond(small, tables, large)
+    if path == "tables":
+        return tables()
+    if path == "large":
+        return large()
+    return jax.lax.cond(jnp.max(N, initial=0) < table_size, tables, large)
+
+
+def _exact_width(top: int) -> int:
+    """Table width for counts up to ``top``: a power of two, so that the compiled kernel is
+    shared by every max N in [width / 2, width)."""
+    return 1 << max(int(top), 1).bit_length()
+
+
+def _exact_tables(alpha, beta, top, k_max):
+    """Host float64 tables for the one-coin kernel at large counts, each split as
+    m / scale + lo with m int32 and lo float32 (every step exact in floating point):
+    per agent lgamma(alpha + n) - lgamma(alpha) and lgamma(beta + n) - lgamma(beta) for
+    n < :func:`_exact_width` (top) (flat [I width]), and log(K - 1) for K <= ``k_max``.
+    ``scale`` (a power of two) keeps every task's integer score, summed over agents and cells,
+    below 2^29."""
+    from scipy.special import gammaln as gammaln64
+    a = np.asarray(alpha, np.float64)[:, None]
+    b = np.asarray(beta, np.float64)[:, None]
+    n = np.arange(_exact_width(top), dtype=np.float64)[None, :]
+    la = gammaln64(a + n) - gammaln64(a)                                       # [I, width]
+    lb = gammaln64(b + n) - gammaln64(b)
+    lk = np.log(np.maximum(np.arange(k_max + 1) - 1.0, 1.0))                   # [K_max + 1]
+    I = a.shape[0]
+    bound = (np.abs(la).max(1) + np.abs(lb).max(1)).sum() + I * n.size * lk.max() + 1.0
+    scale = 2.0 ** np.floor(np.log2(2.0 ** 29 / bound))
+
+    def split(x):
+        m = np.round(x * scale)
+        lo = ((x * scale - m) / scale).astype(np.float32)
+        return m.astype(np.int32).reshape(-1), lo.reshape(-1)
+
+    return (*split(la), *split(lb), *split(lk), np.float32(scale))
+
+
+@jax.jit
+def _onecoin_exact(N, e, c, mask, K, ma, la, mb, lb, mk, lk, scale, tau, log_prior):
+    """One-coin posteriors (Eqs. 1-2) for large counts in float32, from :func:`_exact_tables`.
+
+    score[t, g] = sum_i [A_i(c) + B_i(N - c)] + E log(K_t - 1), with A_i(n) = lgamma(alpha_i +
+    n) - lgamma(alpha_i), B_i likewise, E = sum_i e_i(g) (terms constant in g dropped, the sign
+    of the (K - 1) term folded into E: -(N - e) log(K - 1) = e log(K - 1) + const). Every
+    table holds m / scale + lo: the m parts are gathered and summed exactly in int32 and
+    differenced against the best unmasked candidate in int32, so float32 rounding touches only
+    the small lo parts and candidates far behind the best one. Terms of size ~10^6 that cancel
+    to O(1) stay exact: the job of the float64 host path, on the device and ~10x faster.
+    """
+    T, I, Kmax = e.shape
+    width = ma.shape[0] // I
+    dt = la.dtype
+    Ni, ci, ei = N.astype(jnp.int32), c.astype(jnp.int32), e.astype(jnp.int32)
+    exact, rest = [], []
+    for i in range(I):
+        ia = i * width + ci[:, i, :]
+        ib = i * width + (Ni[:, i, None] - ci[:, i, :])
+        exact.append(jnp.take(ma, ia, mode="clip") + jnp.take(mb, ib, mode="clip"))
+        rest.append(jnp.take(la, ia, mode="clip") + jnp.take(lb, ib, mode="clip"))
+    E = _tree_sum(ei[:, i, :] for i in range(I))
+    Ki = K.astype(jnp.int32)[:, None]
+    exact = _tree_sum(exact) + E * jnp.take(mk, Ki, mode="clip")
+    # E - E[:, :1]: small for near-tied candidates, so its float product stays accurate
+    rest = _tree_sum(rest) + (E - E[:, :1]).astype(dt) * jnp.take(lk, Ki, mode="clip")
+    exact, rest = jax.lax.optimization_barrier((exact, rest))
+    low = jnp.iinfo(jnp.int32).min
+    best = jnp.where(mask[:, 0], exact[:, 0], low)
+    for k in range(1, Kmax):
+        best = jnp.maximum(best, jnp.where(mask[:, k], exact[:, k], low))
+    score = tau * ((exact - best[:, None]).astype(dt) / scale + rest)
+    return _normalize(score if log_prior is None else score + log_prior, mask)
 
 
 _GRID_FEATURES_MAX = 4096        # I * S * S: one-hot width of the grid path
@@ -199,7 +346,7 @@ def _onecoin_grid(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size):
 
 def _log_prior(log_prior, T, K, dt):
     if log_prior is None:
-        return jnp.zeros((1, K), dt)
+        return None          # uniform: nothing to add
     lp = jnp.asarray(log_prior, dt)
     if lp.ndim == 1:
         lp = lp[None, :]
@@ -210,9 +357,30 @@ def _log_prior(log_prior, T, K, dt):
 
 
 def _require(arr, name, ok, what):
-    """Value check for concrete inputs (traced values inside a user's jit are not inspectable)."""
-    if not isinstance(arr, jax.core.Tracer) and not bool(jnp.all(ok(arr))):
+    """Value check for concrete inputs (traced values inside a user's jit are not inspectable);
+    run in NumPy on a host copy of the (small) parameter array: no device dispatch."""
+    if not isinstance(arr, jax.core.Tracer) and not bool(np.all(ok(np.asarray(arr)))):
         raise DataError(f"{name} must be {what}", field=name)
+
+
+def _finite_positive(x):
+    return np.isfinite(x) & (x > 0)
+
+
+def _finite_nonnegative(x):
+    return np.isfinite(x) & (x >= 0)
+
+
+def _max_count(N) -> int | None:
+    """max N over all tasks and agents (0 when empty), or None when traced. Reduced where the
+    array lives: on an accelerator only the scalar comes back to the host."""
+    if isinstance(N, jax.core.Tracer):
+        return None
+    if N.size == 0:
+        return 0
+    if isinstance(N, jax.Array) and any(d.platform != "cpu" for d in N.devices()):
+        return int(jnp.max(N))
+    return int(np.max(np.asarray(N)))
 
 
 def _check_agents(counts: Counts, arr, name, ndim):
@@ -225,10 +393,13 @@ def _check_agents(counts: Counts, arr, name, ndim):
 def table_size_for(counts: Counts) -> int:
     """Smallest power of two in [8, DEFAULT_TABLE_SIZE] above every N (DEFAULT when traced or
     larger): small tables are cheap to build, which matters when a grid of priors is vmapped."""
-    N = counts.N
-    if isinstance(N, jax.core.Tracer) or N.size == 0:
+    return _table_size_above(_max_count(counts.N), counts.N.size)
+
+
+def _table_size_above(top: int | None, size_of_N: int) -> int:
+    if top is None or size_of_N == 0:
         return DEFAULT_TABLE_SIZE
-    top = int(np.max(np.asarray(N))) + 1
+    top = top + 1
     size = 8
     while size < top and size < DEFAULT_TABLE_SIZE:
         size *= 2
@@ -260,28 +431,112 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     [[0.7, 0.15, 0.15]]
     """
     dt = _float_dtype(dtype)
+    alpha_in, beta_in = alpha, beta         # the caller's values (float64 for the exact tables)
     alpha = jnp.asarray(alpha, dt)
     beta = jnp.asarray(beta, dt)
     _check_agents(counts, alpha, "alpha", 1)
     _check_agents(counts, beta, "beta", 1)
     for arr, name in ((alpha, "alpha"), (beta, "beta")):
-        _require(arr, name, lambda x: jnp.isfinite(x) & (x > 0), "finite and > 0")
+        _require(arr, name, _finite_positive, "finite and > 0")
     tau = jnp.asarray(tau, dt)
-    _require(tau, "tau", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
+    _require(tau, "tau", _finite_nonnegative, "finite and >= 0")
     T, _, K = counts.e.shape
+    top = _max_count(counts.N)        # concrete counts: pick the path here, not on the device
+    size = int(_table_size_above(top, counts.N.size) if table_size is None else table_size)
+    path = "auto" if top is None else ("tables" if top < size else "large")
+    log_prior = _log_prior(log_prior, T, K, dt)
+    I = counts.N.shape[1]
+    if (path == "large" and dt == jnp.float32 and I <= _UNROLL_AGENTS
+            and I * _exact_width(top) <= _EXACT_TABLE_ENTRIES
+            and not any(isinstance(x, jax.core.Tracer) for x in (alpha, beta))):
+        tables = _exact_tables(alpha_in, beta_in, top, K)
+        return _onecoin_exact(counts.N, counts.e, counts.c, counts.mask, counts.K, *tables, tau,
+                              log_prior)
     return _onecoin(counts.N, counts.e, counts.c, counts.mask, counts.K, alpha, beta, tau,
-                    _log_prior(log_prior, T, K, dt),
-                    int(table_size_for(counts) if table_size is None else table_size))
+                    log_prior, size, path)
 
 
 @jax.jit
-def _confusion(c, mask, log_conf, tau, log_prior):
+def _confusion(c, mask, conf, tau, log_prior):
+    """Eq. (4) scores as one fused pass over the counts, then the normalization.
+
+    Councils and small label sets (I K <= ``_UNROLL_CELLS``): score[t] = log pi0 +
+    sum_(i, h) c[t, i, h] W[i, h, :] with W[i, h, g] = tau rel[i, g, h] laid out contiguous in g,
+    one broadcast multiply-add per (agent, cell), all fused by XLA into a single loop over tasks
+    that reads c once (any integer dtype) and writes [T, K]: no [T, I, K] float copy and no
+    [T, I, K, K] product. (A ``dot`` needs the counts converted to a float [T, I K] array first,
+    and XLA:CPU's dot is slow for an output width of K; both cost more than the fused loop.)
+    Crowds (many agents): one einsum contraction over (agent, cell).
+
+    Large counts in float32 go to :func:`_confusion_split` instead.
+    """
     # log P_i(h | g) - log P_i(h | 0): the g-independent part cancels in the normalization and
     # the smaller magnitudes keep float32 accurate for large counts.
+    dt = conf.dtype
+    log_conf = jnp.log(jnp.clip(conf, jnp.finfo(dt).tiny, None))
     rel = log_conf - log_conf[:, :1, :]
-    score = tau * jnp.einsum("tih,igh->tg", c.astype(log_conf.dtype), rel) + log_prior
-    score = jnp.where(mask, score, -jnp.inf)
-    return jax.nn.log_softmax(score, axis=-1)
+    T, I, K = c.shape
+    if I * K > _UNROLL_CELLS:
+        score = tau * jnp.einsum("tih,igh->tg", c.astype(dt), rel)
+        if log_prior is not None:
+            score = score + log_prior
+    else:
+        # Materialized (tiny) and flat: keeps its producers out of the per-task loop, and a 1-D
+        # buffer is laid out in logical order, so W[i, h] is contiguous in g (XLA would otherwise
+        # give the transpose a strided layout, which costs 2x at K = 10).
+        W = jax.lax.optimization_barrier((tau * jnp.swapaxes(rel, 1, 2)).reshape(-1))
+        W = W.reshape(I, K, K)                                                # [I, h, g]
+        per_agent = []
+        for i in range(I):
+            part = c[:, i, 0, None].astype(dt) * W[i, 0]
+            for h in range(1, K):
+                part = part + c[:, i, h, None].astype(dt) * W[i, h]
+            per_agent.append(part)
+        # one accumulator per agent, then a pairwise sum: independent chains (a single chain of
+        # I K dependent adds is latency-bound; 1.4x slower at I K = 50)
+        score = _tree_sum(per_agent)
+        if log_prior is not None:
+            score = score + log_prior
+    return _normalize(score, mask)
+
+
+def _split_weights(confusion, tau, top):
+    """Host float64 weights W[i, h, g] = tau (log P_i(h | g) - log P_i(h | 0)) of the confusion
+    kernel, split as W = m / scale + lo: m [I, K, K] int32, lo float32, scale a power of two
+    such that sum |c m| < 2^29 whenever every count is at most ``top``."""
+    P = np.asarray(confusion, np.float64)
+    I, K = P.shape[0], P.shape[1]
+    log_p = np.log(np.clip(P, np.finfo(np.float32).tiny, None))      # the float32 kernel's clip
+    W = float(np.asarray(tau, np.float64)) * np.swapaxes(log_p - log_p[:, :1, :], 1, 2)
+    bound = max(I * K * int(top), 1) * (float(np.abs(W).max()) + 1.0)
+    scale = 2.0 ** np.floor(np.log2(2.0 ** 29 / bound))
+    m = np.round(W * scale)
+    return m.astype(np.int32), ((W * scale - m) / scale).astype(np.float32), np.float32(scale)
+
+
+@jax.jit
+def _confusion_split(c, mask, m, lo, scale, log_prior):
+    """The confusion kernel for large counts in float32 (``_SPLIT_COUNTS`` and up).
+
+    A float32 sum of terms c W of size ~10^4 loses ~10^-3 in log-odds, and so does W itself
+    when log P is taken in float32. Here W comes from the host in float64, split as
+    m / scale + lo (:func:`_split_weights`): sum c m is summed exactly in int32 and differenced
+    against the best unmasked candidate in int32, so float32 rounding only touches the small
+    remainder sum c lo and candidates far behind the best one.
+    """
+    T, I, K = c.shape
+    dt = lo.dtype
+    ci = c.astype(jnp.int32)
+    exact = _tree_sum(_tree_sum(ci[:, i, h, None] * m[i, h] for h in range(K)) for i in range(I))
+    rest = _tree_sum(_tree_sum(c[:, i, h, None].astype(dt) * lo[i, h] for h in range(K))
+                     for i in range(I))
+    exact = jax.lax.optimization_barrier(exact)
+    low = jnp.iinfo(jnp.int32).min
+    best = jnp.where(mask[:, 0], exact[:, 0], low)
+    for k in range(1, K):
+        best = jnp.maximum(best, jnp.where(mask[:, k], exact[:, k], low))
+    score = (exact - best[:, None]).astype(dt) / scale + rest
+    return _normalize(score if log_prior is None else score + log_prior, mask)
 
 
 def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, *,
@@ -311,8 +566,14 @@ def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, 
     if conf.shape[1:] != (K, K):
         raise DataError(f"confusion must be [I, K, K] with K = {K}, got {conf.shape}",
                         field="confusion")
-    _require(conf, "confusion", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
-    tau = jnp.asarray(tau, dt)
-    _require(tau, "tau", lambda x: jnp.isfinite(x) & (x >= 0), "finite and >= 0")
-    log_conf = jnp.log(jnp.clip(conf, jnp.finfo(dt).tiny, None))
-    return _confusion(counts.c, counts.mask, log_conf, tau, _log_prior(log_prior, T, K, dt))
+    _require(conf, "confusion", _finite_nonnegative, "finite and >= 0")
+    tau_arr = jnp.asarray(tau, dt)
+    _require(tau_arr, "tau", _finite_nonnegative, "finite and >= 0")
+    log_prior = _log_prior(log_prior, T, K, dt)
+    top = _max_count(counts.N)
+    if (dt == jnp.float32 and top is not None and top >= _SPLIT_COUNTS
+            and counts.N.shape[1] * K <= _UNROLL_CELLS
+            and not any(isinstance(x, jax.core.Tracer) for x in (confusion, tau))):
+        m, lo, scale = _split_weights(confusion, tau, top)
+        return _confusion_split(counts.c, counts.mask, m, lo, scale, log_prior)
+    return _confusion(counts.c, counts.mask, conf, tau_arr, log_prior)
