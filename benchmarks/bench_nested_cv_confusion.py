@@ -41,7 +41,9 @@ import numpy as np
 from scipy.special import logsumexp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bda_jax  # noqa: E402
+from bench_nested_cv import timed  # noqa: E402
 from bda_jax.simulate import simulate_council  # noqa: E402
 
 TARGET_WARM_S = 2.0
@@ -96,15 +98,6 @@ def loop_reference(counts, outer, inner, grid):
         test = outer == f
         out[test] = posterior(fit((outer != f) * labeled, best[0]), best[1])[test]
     return out, np.array(selected)
-
-
-def timed(fn, reps):
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), min(times)
 
 
 def main(argv=None):
