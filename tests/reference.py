@@ -46,3 +46,16 @@ def random_counts(rng, T, I, K, max_moves=6, ragged=True):
             rej[t, i] = rng.multinomial(moves[t, i] - n_pos, p)
     c = e + (rej.sum(-1, keepdims=True) - rej) * mask[:, None, :]
     return moves, e, c, Kt
+
+
+def simulate_labels(rng, T, W, K, prior, label_dist, p_answer=1.0):
+    """Crowd labels in the sparse layout (task, worker, label arrays) and the truth [T]: truth
+    ~ prior; worker w answers task t with probability p_answer, label ~ label_dist(w, t, z)."""
+    truth = rng.choice(K, size=T, p=prior)
+    task, worker, label = [], [], []
+    for t in range(T):
+        for w in range(W):
+            if rng.random() < p_answer:
+                task.append(t); worker.append(w)
+                label.append(rng.choice(K, p=label_dist(w, t, truth[t])))
+    return np.array(task), np.array(worker), np.array(label), truth

@@ -9,6 +9,8 @@ import pytest
 from numpyro.infer import log_likelihood
 from scipy.special import logsumexp
 
+from reference import simulate_labels
+
 try:  # installed (pyproject maps models/ to bda_jax.models)
     from bda_jax.models import annotators as am, dawid_skene as ds, inference as inf
 except ImportError:  # source tree with PYTHONPATH=.
@@ -61,21 +63,9 @@ def ref_log_lik(joint, gold=None):
     return ll
 
 
-def simulate(rng, T, W, K, prior, label_dist, p_answer=1.0):
-    """Sparse layout; worker w answers task t with probability p_answer, label ~ label_dist(w, t, z)."""
-    truth = rng.choice(K, size=T, p=prior)
-    task, worker, label = [], [], []
-    for t in range(T):
-        for w in range(W):
-            if rng.random() < p_answer:
-                task.append(t); worker.append(w)
-                label.append(rng.choice(K, p=label_dist(w, t, truth[t])))
-    return np.array(task), np.array(worker), np.array(label), truth
-
-
 def messy_labels(rng, T, W, K):
     """Random labels with duplicates (a worker answering twice) and an unlabelled task (7)."""
-    task, worker, label, _ = simulate(rng, T, W, K, np.ones(K) / K, lambda w, t, z: np.ones(K) / K,
+    task, worker, label, _ = simulate_labels(rng, T, W, K, np.ones(K) / K, lambda w, t, z: np.ones(K) / K,
                                       p_answer=0.7)
     task = np.concatenate([task, task[:6]]); worker = np.concatenate([worker, worker[:6]])
     label = np.concatenate([label, label[:6]])
@@ -199,7 +189,7 @@ def one_coin_fit():
     rng = np.random.default_rng(0)
     K, T, theta, pi = 3, 400, np.array([.9, .75, .65, .55, .05, .05]), np.array([.5, .3, .2])
     C = p_one_coin(theta, K)
-    task, worker, label, truth = simulate(rng, T, len(theta), K, pi, lambda w, t, z: C[w, z])
+    task, worker, label, truth = simulate_labels(rng, T, len(theta), K, pi, lambda w, t, z: C[w, z])
     data = ds.prepare(task, worker, label, K=K)
     est = inf.fit_map(jax.random.key(0), am.ONE_COIN_SPEC, data, steps=400, lr=0.05)
     return data, est, (task, worker, label, truth), theta, pi
@@ -219,7 +209,7 @@ def test_map_recovers_mace_competences():
     K, theta = 3, np.array([.9, .8, .7, .6, .1, .05])
     xi = rng.dirichlet(np.full(K, 2.0), size=len(theta))
     C = p_mace(theta, xi)
-    task, worker, label, _ = simulate(rng, 400, len(theta), K, np.ones(K) / K, lambda w, t, z: C[w, z])
+    task, worker, label, _ = simulate_labels(rng, 400, len(theta), K, np.ones(K) / K, lambda w, t, z: C[w, z])
     data = ds.prepare(task, worker, label, K=K)
     est = np.asarray(inf.fit_map(jax.random.key(0), am.MACE_SPEC, data, steps=400, lr=0.05)["theta"])
     assert np.abs(est - theta).max() < 0.12, est
@@ -234,7 +224,7 @@ def test_map_recovers_glad_ability_sign_and_order():
     def dist(w, t, z):
         return np.array([p_glad(alpha[w], log_beta[t], K, z, l) for l in range(K)])
 
-    task, worker, label, _ = simulate(rng, T, len(alpha), K, np.ones(K) / K, dist)
+    task, worker, label, _ = simulate_labels(rng, T, len(alpha), K, np.ones(K) / K, dist)
     data = am.prepare_glad(task, worker, label, K=K)
     est = np.asarray(inf.fit_map(jax.random.key(0), am.GLAD_SPEC, data, steps=400, lr=0.05)["alpha"])
     np.testing.assert_array_equal(np.sign(est), np.sign(alpha))

@@ -4,6 +4,8 @@ import jax
 import pytest
 from scipy.special import logsumexp
 
+from reference import simulate_labels
+
 try:  # installed (pyproject maps models/ to bda_jax.models)
     from bda_jax.models import dawid_skene as ds, _diagnostics as dg, inference as inf
 except ImportError:  # source tree with PYTHONPATH=.
@@ -11,16 +13,9 @@ except ImportError:  # source tree with PYTHONPATH=.
 
 
 def simulate(rng, T, conf, prior, p_answer=1.0):
-    """Sparse layout; each worker answers each task with probability p_answer."""
+    """Labels from a confusion tensor ``conf`` [W, K_true, K_obs]."""
     W, K, _ = conf.shape
-    truth = rng.choice(K, size=T, p=prior)
-    task, worker, label = [], [], []
-    for t in range(T):
-        for w in range(W):
-            if rng.random() < p_answer:
-                task.append(t); worker.append(w)
-                label.append(rng.choice(K, p=conf[w, truth[t]]))
-    return np.array(task), np.array(worker), np.array(label), truth
+    return simulate_labels(rng, T, W, K, prior, lambda w, t, z: conf[w, z], p_answer)
 
 
 def ref_log_lik(task, worker, label, pi, conf, T, gold=None):
