@@ -55,7 +55,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import ArtifactError, DataError
-from .io import atomic_write
+from .io import atomic_write, read_json_file
 
 __all__ = ["SCHEMA_VERSION", "KIND", "INLINE_LIMIT", "ModelArtifact", "fingerprint_counts",
            "load_model", "model_state", "registered_classes", "save_model", "check_agents"]
@@ -404,22 +404,7 @@ def _rebuild(cls, hyper: dict, fitted: dict, dec: _Decoder, where: str):
 
 
 def _read_json(path: str) -> dict:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as err:
-        raise ArtifactError(f"cannot open the model file: {err.strerror}", file=path) from None
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise ArtifactError(f"not UTF-8 (byte {err.start + 1}); not a model file", file=path) \
-            from None
-    except json.JSONDecodeError as err:
-        what = "not valid JSON" if raw.rstrip().endswith(b"}") else "truncated or not JSON"
-        raise ArtifactError(f"{what}: {err.msg} (column {err.colno})", file=path,
-                            line=err.lineno) from None
-    except RecursionError:
-        raise ArtifactError("not valid JSON: nested too deeply", file=path) from None
+    doc = read_json_file(path, ArtifactError, "the model file")
     if not isinstance(doc, dict):
         raise ArtifactError("a model file must hold a JSON object", file=path)
     return doc

@@ -79,3 +79,27 @@ def read_json_lines(path, error: type, what: str = "file",
             except ValueError as err:        # e.g. integers beyond Python's digit limit
                 raise error(f"invalid JSON: {err}", file=path, line=lineno) from None
             yield lineno, value
+
+
+def read_json_file(path, error: type, what: str = "file") -> Any:
+    """Decode one whole JSON document. A file that cannot be opened, bytes that are not UTF-8 and
+    text that is not JSON raise ``error`` naming the file (and the line of a JSON error); a
+    document cut short says "truncated"."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as err:
+        raise error(f"cannot open {what}: {err.strerror}", file=path) from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise error(f"not valid UTF-8 (byte {err.start + 1})", file=path) from None
+    except json.JSONDecodeError as err:
+        kind = "invalid JSON" if raw.rstrip().endswith((b"}", b"]")) else "truncated or not JSON"
+        raise error(f"{kind}: {err.msg} (column {err.colno})", file=path,
+                    line=err.lineno) from None
+    except RecursionError:
+        raise error("invalid JSON: nested too deeply", file=path) from None
+    except ValueError as err:        # e.g. integers beyond Python's digit limit
+        raise error(f"invalid JSON: {err}", file=path) from None

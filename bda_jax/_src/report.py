@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import ArtifactError
-from .io import atomic_write
+from .io import atomic_write, read_json_file
 
 __all__ = ["render_report", "load_results", "validate_results", "SCHEMA_VERSION",
            "RESULTS_KIND"]
@@ -135,20 +135,7 @@ def load_results(path) -> dict:
     """Read and validate a demo ``results.json``; :class:`~bda_jax.ArtifactError` (naming the
     file and field) if it cannot be opened, is not JSON, or does not match the schema."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as err:
-        raise ArtifactError(f"cannot open results: {err.strerror}", file=path) from None
-    try:
-        results = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise ArtifactError(f"not valid UTF-8 (byte {err.start + 1})", file=path) from None
-    except json.JSONDecodeError as err:
-        raise ArtifactError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
-                            line=err.lineno) from None
-    except (RecursionError, ValueError) as err:
-        raise ArtifactError(f"invalid JSON: {err}", file=path) from None
+    results = read_json_file(path, ArtifactError, "results")
     return validate_results(results, file=path)
 
 
