@@ -5,20 +5,20 @@ Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.crowd`` (crowd-kit's
 ``bda_jax.datasets`` (importers), ``bda_jax.metrics``, ``bda_jax.simulate``,
 ``bda_jax.adversarial``, ``bda_jax.audit`` (routing audit of confidence-routed broadcast logs).
 """
-from ._src.abstention import RiskCoverage, risk_coverage, selective_decision
-from ._src.counts import Counts, CountsInfo, PairCounts, tally
-from ._src.decisions import Decision, decide, majority
-from ._src.errors import ArtifactError, BdaError, DataError, TraceError
-from ._src.evaluation import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
-from ._src.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
+from ._core.abstention import RiskCoverage, risk_coverage, selective_decision
+from ._core.counts import Counts, CountsInfo, PairCounts, tally
+from ._core.decisions import Decision, decide, majority
+from ._core.errors import ArtifactError, BdaError, DataError, TraceError
+from .aggregators._evaluation import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
+from ._core.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
                            prior_from_reliability, reliability, uniform_error_confusion)
-from ._src.kernels import confusion_log_posterior, onecoin_log_posterior
-from ._src.normalize import default_normalizer, identity_normalizer
-from ._src.selection import GRIDS, CVResult, inner_folds, make_folds, select_and_predict
-from ._src.sharding import (shard_counts, sharded_confusion_log_posterior,
+from ._core.kernels import confusion_log_posterior, onecoin_log_posterior
+from ._core.normalize import default_normalizer, identity_normalizer
+from ._core.selection import GRIDS, CVResult, inner_folds, make_folds, select_and_predict
+from ._core.sharding import (shard_counts, sharded_confusion_log_posterior,
                              sharded_onecoin_log_posterior, task_mesh)
-from ._src.stream import tally_stream
-from ._src.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
+from ._core.stream import tally_stream
+from ._core.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
                           read_traces, resolve_trace, skipped_summary, write_traces)
 
 __version__ = "0.1.0"

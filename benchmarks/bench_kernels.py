@@ -12,7 +12,7 @@ Cases (all float32 kernels on JAX's default backend, the CPU by default; one pro
   [~64, 10^4], candidates near-tied so that posteriors are not one-hot), read as int16 and as
   int32. Both kernels take their large-count float32 paths there (host-built float64 tables /
   weights split into an exact int32 part and a float remainder: ``_onecoin_exact``,
-  ``_confusion_split`` in ``bda_jax/_src/kernels.py``).
+  ``_confusion_split`` in ``bda_jax/kernels.py``).
 
 Methods, per case:
 

@@ -58,7 +58,7 @@ import scipy
 from scipy.special import betaln
 
 import bda_jax
-from bda_jax._src.kernels import DEFAULT_TABLE_SIZE
+from bda_jax._core.kernels import DEFAULT_TABLE_SIZE
 
 SCHEMA_VERSION = 1
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "onecoin_cpu.json"

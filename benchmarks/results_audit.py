@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 
-from bda_jax._src.io import atomic_write  # noqa: E402
+from bda_jax._core.io import atomic_write  # noqa: E402
 from bda_jax.audit import audit_broadcast, load_confmad, simulate_broadcast  # noqa: E402
 
 SHARED = Path(os.environ.get("BDA_SHARED_DATA", ROOT.parent / "shared" / "data"))

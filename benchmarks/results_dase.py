@@ -19,13 +19,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bda_jax._src import calibrated_stopping as cs  # noqa: E402
-from bda_jax._src.dase_baselines import (accuracy_both, align, correctness,  # noqa: E402
+from bda_jax._core import calibrated_stopping as cs  # noqa: E402
+from bda_jax.stopping._baselines import (accuracy_both, align, correctness,  # noqa: E402
                                          cost_summary,
                                          dase_history_outcomes, load_vote_log,
                                          pairwise_mcnemar, sc_curve)
-from bda_jax._src.llm_data import recover_dase_gold  # noqa: E402
-from bda_jax._src.stopping import commit_partition, load_history_batch, replay_history  # noqa: E402
+from bda_jax.datasets._llm import recover_dase_gold  # noqa: E402
+from bda_jax.stopping._rules import commit_partition, load_history_batch, replay_history  # noqa: E402
 
 DATA = Path(os.environ.get("BDA_SHARED_DATA", ROOT.parent / "shared" / "data")) / \
     "dase_council_traces"

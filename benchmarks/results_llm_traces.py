@@ -39,7 +39,7 @@ import jax  # noqa: E402
 import bda_jax as bda  # noqa: E402
 from bda_jax.datasets import (load_dase_history, load_du_debate, recover_dase_gold,  # noqa: E402
                               shared_data_root)
-from bda_jax._src.decisions import vote_shares  # noqa: E402
+from bda_jax._core.decisions import vote_shares  # noqa: E402
 from bda_jax.metrics import summary  # noqa: E402
 
 ARMS = ["majority", "bda-shared", "bda-per-agent", "bda-tempered", "stacking", "gated-vote",

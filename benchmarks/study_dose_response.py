@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bda_jax._src.adversary import dose_response  # noqa: E402
+from bda_jax.adversarial._attacks import dose_response  # noqa: E402
 from bda_jax.simulate import simulate_council  # noqa: E402
 
 ARMS = ("majority", "bda-shared", "bda-per-agent", "bda-confusion")

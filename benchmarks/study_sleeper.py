@@ -26,8 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import bda_jax  # noqa: E402
-from bda_jax._src.cache import CellCache, fingerprint  # noqa: E402
-from bda_jax._src.drift import F_GRID, SleeperStudy, sleeper_study  # noqa: E402
+from bda_jax._core.cache import CellCache, fingerprint  # noqa: E402
+from bda_jax.adversarial._drift import F_GRID, SleeperStudy, sleeper_study  # noqa: E402
 
 SEEDS = (0, 1, 2)
 ARMS = ("majority", "bda-per-agent", "bda-confusion", "stacking", "gated-vote")

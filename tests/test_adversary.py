@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.adversary import (DoseResponse, corrupt_traces, corruption_summary,
+from bda_jax.adversarial._attacks import (DoseResponse, corrupt_traces, corruption_summary,
                                     dose_response)
 from bda_jax.simulate import simulate_council
 

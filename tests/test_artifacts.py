@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bda_jax import ArtifactError, DataError, make_arm, tally
-from bda_jax._src.artifacts import (INLINE_LIMIT, SCHEMA_VERSION, check_agents,
+from bda_jax.aggregators._artifacts import (INLINE_LIMIT, SCHEMA_VERSION, check_agents,
                                     fingerprint_counts, load_model, model_state, save_model)
 from bda_jax.aggregators import BDAConfusion, DawidSkene, IsotonicRecalibrated, Majority
 from bda_jax.simulate import simulate_council
@@ -154,7 +154,7 @@ def test_newer_schema_is_refused_naming_the_field(saved, tmp_path):
 
 def test_rehashed_but_invalid_content_is_refused(saved, tmp_path):
     """Someone editing the file and recomputing the hash still gets typed errors, no crash."""
-    from bda_jax._src.artifacts import _canonical, _sha256
+    from bda_jax.aggregators._artifacts import _canonical, _sha256
 
     def write(doc):
         doc = {k: v for k, v in doc.items() if k != "sha256"}

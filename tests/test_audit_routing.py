@@ -18,8 +18,8 @@ from bda_jax.audit import (
     router_counterfactuals, routing_audit, runtime_argmax, runtime_success,
     selected_invalid_rate, simulate_broadcast, tier_stratified_folds, unselected_blocks,
     write_broadcast_log)
-from bda_jax._src.audit_traces import commitment_inputs
-from bda_jax._src.audit_routing import _fit_logistic
+from bda_jax.audit._traces import commitment_inputs
+from bda_jax.audit._routing import _fit_logistic
 from bda_jax import DataError, TraceError
 from reference import SHARED_DATA
 

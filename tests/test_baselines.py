@@ -9,8 +9,8 @@ import pytest
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
 from bda_jax import Counts, DataError
-from bda_jax._src.aggregators import Majority, _Aggregator
-from bda_jax._src.baselines import (BestMember, GatedVote, IsotonicRecalibrated,
+from bda_jax.aggregators._bda import Majority, _Aggregator
+from bda_jax.aggregators._baselines import (BestMember, GatedVote, IsotonicRecalibrated,
                                     LogisticStacking, TemperatureScaled, VerbalizedVote,
                                     fit_temperature, isotonic_regression, pav, round0_accuracy)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.cache import CellCache, fingerprint
+from bda_jax._core.cache import CellCache, fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def test_partial_last_line_is_dropped(tmp_path):
 WORKER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[3])
-    from bda_jax._src.cache import CellCache
+    from bda_jax._core.cache import CellCache
     cache = CellCache(sys.argv[1], "killed-study")
     log = open(sys.argv[2], "a")
     for i in range(6):

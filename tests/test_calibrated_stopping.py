@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bda_jax import Counts, onecoin_log_posterior
-from bda_jax._src.calibrated_stopping import (build_votes, crossfit_log_posterior, log_posterior,
+from bda_jax.stopping._calibrated import (build_votes, crossfit_log_posterior, log_posterior,
                                               stop_at_threshold, summarize)
 
 

@@ -89,9 +89,9 @@ def test_demo_prints_the_table_then_writes_the_report(tmp_path, monkeypatch):
             handle.write("<html></html>")
         return {"schema_version": 1, "kind": "bda_jax.demo_results"}
 
-    fake = types.ModuleType("bda_jax._src.demo")
+    fake = types.ModuleType("bda_jax.report._demo")
     fake.run_demo = run_demo
-    monkeypatch.setitem(sys.modules, "bda_jax._src.demo", fake)
+    monkeypatch.setitem(sys.modules, "bda_jax.report._demo", fake)
     out = tmp_path / "rep"
     result = ok(invoke("demo", "--out", out, "--quick", "--seed", 3, "--no-progress"))
     assert calls == [(str(out), 3, True, False, True)]
@@ -333,10 +333,10 @@ def test_report_bad_inputs(tmp_path):
 
 
 def test_report_calls_the_renderer(tmp_path, monkeypatch):
-    fake = types.ModuleType("bda_jax._src.report")
+    fake = types.ModuleType("bda_jax.report._html")
     fake.load_results = lambda path: {"loaded": str(path)}
     fake.render_report = lambda results, out_dir: out_dir / "index.html"
-    monkeypatch.setitem(sys.modules, "bda_jax._src.report", fake)
+    monkeypatch.setitem(sys.modules, "bda_jax.report._html", fake)
     results = tmp_path / "results.json"
     results.write_text('{"kind": "bda_jax.demo_results"}')
     result = ok(invoke("report", results, "--out", tmp_path / "r"))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.controls import (ControlStudy, label_permutation_control, onecoin_weight,
+from bda_jax.adversarial._controls import (ControlStudy, label_permutation_control, onecoin_weight,
                                    policy_shift, recalibration_under_attack, round0_truncation,
                                    weak_seat_swap)
 from bda_jax.simulate import Behavior, simulate_council

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from bda_jax._src.dase_baselines import (benjamini_hochberg, cost_summary, load_vote_log,
+from bda_jax.stopping._baselines import (benjamini_hochberg, cost_summary, load_vote_log,
                                          mcnemar_exact, pairwise_mcnemar, sc_k_winners)
 from tests.reference import SHARED_DATA
 

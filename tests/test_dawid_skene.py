@@ -5,7 +5,7 @@ import pytest
 from scipy.special import logsumexp
 
 import bda_jax as bda
-from bda_jax._src.dawid_skene import (DawidSkene, dawid_skene_em, dawid_skene_pairs,
+from bda_jax.crowd._dawid_skene import (DawidSkene, dawid_skene_em, dawid_skene_pairs,
                                       dawid_skene_trace, ds_init_posterior, spectral_skills)
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bda_jax._src.cache import CellCache
-from bda_jax._src.demo import CACHE_NAME, run_demo
-from bda_jax._src.report import load_results
+from bda_jax._core.cache import CellCache
+from bda_jax.report._demo import CACHE_NAME, run_demo
+from bda_jax.report._html import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def test_rerun_loads_every_cell(quick, tmp_path):
 
 def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
     cache_path = tmp_path / CACHE_NAME
-    code = "import sys; from bda_jax._src.demo import run_demo; " \
+    code = "import sys; from bda_jax.report._demo import run_demo; " \
            "run_demo(sys.argv[1], quick=True, progress=False)"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, env=env,

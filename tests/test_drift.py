@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.drift import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
+from bda_jax.adversarial._drift import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
                                 row_drift, sleeper_study)
 from bda_jax import DataError
 from bda_jax.simulate import simulate_council

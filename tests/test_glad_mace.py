@@ -1,4 +1,4 @@
-"""GLAD and MACE over sparse crowd labels (bda_jax/_src/glad.py, mace.py).
+"""GLAD and MACE over sparse crowd labels (bda_jax/glad.py, mace.py).
 
 Every EM run uses one shape (T = 60 tasks x W = 6 workers, K = 3, every task labeled by every
 worker: P = 360 rows; MACE with 3 restarts) so the file compiles each program once.
@@ -26,9 +26,9 @@ import scipy.special
 import scipy.stats
 
 import bda_jax
-from bda_jax._src.glad import (GLADParams, crowd_labels, glad_e_step, glad_em, glad_m_step,
+from bda_jax.crowd._glad import (GLADParams, crowd_labels, glad_e_step, glad_em, glad_m_step,
                                glad_objective)
-from bda_jax._src.mace import MACECounts, MACEParams, mace_e_step, mace_em, mace_m_step
+from bda_jax.crowd._mace import MACECounts, MACEParams, mace_e_step, mace_em, mace_m_step
 
 T, W, K = 60, 6, 3
 R = 3                      # MACE restarts in every run here

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from bda_jax import ArtifactError
-from bda_jax._src.report import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
+from bda_jax.report._html import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
                                  validate_results)
 
 EVIL = '<script>alert("x")</script>&'

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import bda_jax as bda
-from bda_jax._src.counts import PairCounts
-from bda_jax._src.semisupervised import SemiSupervisedBDA, crowd_prior, semisupervised_em
+from bda_jax._core.counts import PairCounts
+from bda_jax.crowd._semisupervised import SemiSupervisedBDA, crowd_prior, semisupervised_em
 from reference import SHARED_DATA
 
 
@@ -155,7 +155,7 @@ def test_pair_counts_input_and_determinism():
     a = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
     b = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
     pd.testing.assert_frame_equal(a.probas_, b.probas_)
-    from bda_jax._src.crowd import pairs_from_frame
+    from bda_jax.crowd._estimators import pairs_from_frame
     p = pairs_from_frame(df)
     g = np.full(p.n_tasks, -1, np.int32)
     ids = {t: j for j, t in enumerate(p.task_ids)}

@@ -1,0 +1,242 @@
+"""Leak-free model selection: folds and vectorized nested cross-validation on the multiclass
+Brier score (seed 003 §5 and Appendix D.1; DESIGN §6).
+
+Folds are weights, not subsets: every fit reads task weights [T], so one compiled call evaluates
+a whole hyperparameter grid over all inner folds of all outer folds (vmap over grid x folds).
+"""
+from __future__ import annotations
+
+import itertools
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .counts import Counts
+from .errors import DataError
+from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from_reliability, reliability
+from .kernels import (DEFAULT_TABLE_SIZE, _onecoin_grid, confusion_log_posterior,
+                      onecoin_log_posterior, table_size_for)
+from ..metrics._scores import brier_mc_per_task
+
+__all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS",
+           "arm_log_posterior", "select_and_predict",
+           "CVResult", "multiclass_brier"]
+
+_B = (0.52, 0.55, 0.58, 0.60)
+_KAPPA = (0.0, 1.0, 2.0, 3.0, 4.0)
+_S = (4.0, 8.0, 16.0, 32.0)
+_LAMBDA = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+_TAU = (0.1, 0.15, 0.25, 0.5, 0.75, 1.0)
+
+#: The paper's grids (DESIGN §6), one row per configuration.
+#: one-coin arms: columns (b, kappa, s, tau); confusion: (lambda, tau).
+GRIDS = {
+    "bda-shared": np.array([(b, 0.0, s, 1.0) for b, s in itertools.product(_B, _S)]),
+    "bda-per-agent": np.array([(b, k, s, 1.0) for b, k, s in itertools.product(_B, _KAPPA, _S)]),
+    "bda-tempered": np.array([(b, k, s, t) for b, k, s, t in
+                              itertools.product(_B, _KAPPA, _S, _TAU)]),
+    "bda-confusion": np.array(list(itertools.product(_LAMBDA, _TAU))),
+}
+GRID_COLUMNS = {"bda-shared": ("b", "kappa", "s", "tau"), "bda-per-agent": ("b", "kappa", "s", "tau"),
+                "bda-tempered": ("b", "kappa", "s", "tau"), "bda-confusion": ("lambda", "tau")}
+
+
+def make_folds(counts: Counts, n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold id [T] per task: grouped by cluster, stratified by gold where answer classes repeat.
+
+    Clusters (e.g. several seeds of one question) never straddle folds. With a shared candidate
+    list (``counts.vocab``) clusters are shuffled, ordered by their gold class and dealt to folds
+    round-robin, so every fold sees each class in proportion; otherwise (open or positional
+    answer spaces) shuffled clusters are dealt round-robin. Deterministic in ``seed``.
+    """
+    if not isinstance(n_folds, int) or n_folds < 2:
+        raise DataError(f"n_folds must be an integer >= 2, got {n_folds!r}", field="folds")
+    cluster = np.asarray(counts.cluster)
+    ids, first = np.unique(cluster, return_index=True)
+    if ids.size < n_folds:
+        raise DataError(f"{ids.size} clusters cannot fill {n_folds} folds", field="folds")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(ids.size)
+    if counts.vocab is not None:
+        stratum = np.asarray(counts.gold)[first][order]      # -1 (unlabeled) forms its own stratum
+        order = order[np.argsort(stratum, kind="stable")]
+    fold_of_cluster = np.empty(ids.size, np.int32)
+    fold_of_cluster[order] = np.arange(ids.size) % n_folds
+    return fold_of_cluster[np.searchsorted(ids, cluster)]
+
+
+def training_weights(counts: Counts, weights) -> np.ndarray:
+    """[T] float32 training weights, zero on tasks without a gold answer."""
+    T = counts.N.shape[0]
+    if weights is None:
+        w = np.ones(T, np.float32)
+    else:
+        w = np.asarray(weights, np.float32)
+        if w.shape != (T,) or not np.isfinite(w).all() or (w < 0).any():
+            raise DataError(f"weights must be [T] = [{T}] finite and >= 0", field="weights")
+    w = w * np.asarray(labeled_weights(counts), np.float32)
+    if not (w > 0).any():
+        raise DataError("no labeled training task (weight > 0 and a gold answer)",
+                        field="weights")
+    return w
+
+
+def training_folds(counts: Counts, w: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+    """[T] fold ids of the training tasks (w > 0), -1 elsewhere; built from the training tasks
+    alone so no other label can move a fold boundary. Fewer clusters than ``n_folds``: one fold
+    per cluster (at least 2 are needed)."""
+    idx = np.flatnonzero(w > 0)
+    n_clusters = np.unique(np.asarray(counts.cluster)[idx]).size
+    n = min(int(n_folds), n_clusters)
+    if n < 2:
+        raise DataError(f"cross-validation needs training tasks from >= 2 clusters, got "
+                        f"{n_clusters}", field="weights")
+    folds = np.full(counts.N.shape[0], -1, np.int32)
+    folds[idx] = make_folds(counts.take(idx), n, seed)
+    return folds
+
+
+def inner_folds(counts: Counts, outer: np.ndarray, n_inner: int = 5, seed: int = 0,
+                train_weights=None) -> np.ndarray:
+    """[F_out, T] inner fold ids within each outer training part (-1 elsewhere).
+
+    The training part of outer fold f is ``outer != f``, or the tasks with
+    ``train_weights[f] > 0`` (e.g. a label budget drawn from it).
+    """
+    outer = np.asarray(outer)
+    F = int(outer.max()) + 1
+    parts = ((outer[None, :] != np.arange(F)[:, None]) if train_weights is None
+             else np.asarray(train_weights) > 0)
+    return np.stack([training_folds(counts, parts[f], n_inner, seed + 1 + f) for f in range(F)])
+
+
+def multiclass_brier(log_post, gold, mask) -> jax.Array:
+    """[T] multiclass Brier of log-posteriors (:func:`bda_jax.metrics.brier_mc_per_task`)."""
+    return brier_mc_per_task(jnp.where(mask, jnp.exp(log_post), 0.0), gold, mask)
+
+
+def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Counts | None = None,
+                      class_prior: bool = False, table_size: int | None = None):
+    """Log-posterior [T, K] of a BDA arm at hyperparameters ``theta`` fitted on ``weights``.
+
+    ``fit_counts`` (default ``counts``) are the counts reliabilities are estimated from (e.g. a
+    propose-only tally); ``class_prior`` uses training gold frequencies as pi0 (else uniform).
+    """
+    fit_counts = counts if fit_counts is None else fit_counts
+    log_prior = class_log_prior(fit_counts, weights) if class_prior else None
+    if arm == "bda-confusion":
+        lam, tau = theta[0], theta[1]
+        return confusion_log_posterior(counts, fit_confusion(fit_counts, lam, weights), tau,
+                                       log_prior)
+    b, kappa, s, tau = theta[0], theta[1], theta[2], theta[3]
+    prior = prior_from_reliability(reliability(fit_counts, weights), b, kappa, s)
+    return onecoin_log_posterior(counts, prior.alpha, prior.beta, tau, log_prior,
+                                 table_size=table_size)
+
+
+class CVResult(NamedTuple):
+    """Out-of-fold predictions and what was selected.
+
+    ``log_proba`` [T, K]: each task scored by the model fitted without its outer fold.
+    ``selected`` [F_out, P]: the chosen grid row per outer fold; ``inner_brier`` [F_out, G]:
+    mean inner-fold multiclass Brier of every grid row.
+    """
+
+    log_proba: jax.Array
+    selected: jax.Array
+    inner_brier: jax.Array
+
+
+@partial(jax.jit, static_argnames=("arm", "class_prior", "table_size"))
+def _nested(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
+            table_size=DEFAULT_TABLE_SIZE):
+    labeled = labeled_weights(counts)
+
+    def fold_score(theta, w_train, w_val):                       # one config, one inner fold
+        lp = arm_log_posterior(arm, theta, w_train, counts, fit_counts, class_prior, table_size)
+        brier = multiclass_brier(lp, counts.gold, counts.mask)
+        return jnp.sum(brier * w_val), jnp.sum(w_val)
+
+    def grid_scores(w_in_train, w_in_val):                       # [G, F_in] inner Brier sums
+        if arm == "bda-confusion" or class_prior:
+            per = jax.vmap(jax.vmap(fold_score, (None, 0, 0)), (0, None, None))
+            return per(grid, w_in_train * labeled, w_in_val * labeled)
+        # one-coin arms: all (grid row, inner fold) priors scored by one matrix product
+        r = jax.vmap(lambda w: reliability(fit_counts, w))(w_in_train * labeled)      # [F_in, I]
+        prior = jax.vmap(lambda th: jax.vmap(
+            lambda ri: prior_from_reliability(ri, th[0], th[1], th[2]))(r))(grid)    # [G, F_in, I]
+        G, F_in, I = prior.alpha.shape
+        taus = jnp.repeat(grid[:, 3], F_in)
+        lps = _onecoin_grid(counts.N, counts.e, counts.c, counts.mask, counts.K,
+                            prior.alpha.reshape(G * F_in, I), prior.beta.reshape(G * F_in, I),
+                            taus, jnp.zeros((1, counts.e.shape[2]), grid.dtype), table_size)
+        brier = jax.vmap(lambda lp: multiclass_brier(lp, counts.gold, counts.mask))(lps)
+        val = w_in_val * labeled                                                       # [F_in, T]
+        total = jnp.einsum("gft,ft->gf", brier.reshape(G, F_in, -1), val)
+        return total, jnp.broadcast_to(val.sum(-1), (G, F_in))
+
+    def outer_fold(args):
+        w_outer, w_in_train, w_in_val = args
+        total, n = grid_scores(w_in_train, w_in_val)                     # [G, F_in]
+        score = total.sum(1) / jnp.maximum(n.sum(1), 1.0)                   # [G]
+        best = jnp.argmin(score)                                           # first of ties
+        lp = arm_log_posterior(arm, grid[best], w_outer * labeled, counts, fit_counts, class_prior,
+                               table_size)
+        return lp, grid[best], score
+
+    # outer folds one after another (lax.map): the grid x inner-fold batch is the wide axis
+    lps, selected, scores = jax.lax.map(outer_fold, (outer_train, inner_train, inner_val))
+    return lps, selected, scores
+
+
+def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None,
+                       fit_counts: Counts | None = None, class_prior: bool = False,
+                       n_inner: int = 5, seed: int = 0, train_weights=None) -> CVResult:
+    """Nested leak-free CV (Appendix D.1): for each outer fold, choose the grid row with the
+    lowest mean inner-fold multiclass Brier (reliabilities refit inside every inner training
+    part), refit on the whole outer training part, and score the outer test fold.
+
+    ``outer`` [T] fold ids (e.g. :func:`make_folds`); ``inner`` [F_out, T] (default:
+    :func:`inner_folds`); ``train_weights`` [F_out, T] restricts each outer training part (a label
+    budget; default: every other fold). Unlabeled tasks are scored but never fit. One compiled
+    call evaluates
+    every (outer fold, inner fold, grid row). A test label never influences its own prediction:
+    permuting the gold of an outer fold leaves that fold's predictions bit-identical.
+    """
+    if arm not in GRIDS:
+        raise DataError(f"unknown BDA arm {arm!r}; expected one of {sorted(GRIDS)}", field="arm")
+    outer = np.asarray(outer)
+    if outer.shape != (counts.N.shape[0],) or outer.min() < 0:
+        raise DataError("outer folds must be [T] non-negative fold ids", field="folds")
+    F = int(outer.max()) + 1
+    if train_weights is not None:
+        train_weights = np.asarray(train_weights, np.float32)
+        if train_weights.shape != (F, outer.size) or (train_weights[outer[None, :] ==
+                                                                    np.arange(F)[:, None]] != 0).any():
+            raise DataError("train_weights must be [F_out, T] and zero on each outer test fold",
+                            field="train_weights")
+    inner = (inner_folds(counts, outer, n_inner, seed, train_weights) if inner is None
+             else np.asarray(inner))
+    n_in = int(inner.max()) + 1
+    grid = jnp.asarray(GRIDS[arm] if grid is None else grid, jnp.float32)
+    outer_train = jnp.asarray(outer[None, :] != np.arange(F)[:, None] if train_weights is None
+                              else train_weights, jnp.float32)                          # [F, T]
+    inner_train = jnp.asarray((inner[:, None, :] >= 0)
+                              & (inner[:, None, :] != np.arange(n_in)[None, :, None]), jnp.float32)
+    inner_val = jnp.asarray(inner[:, None, :] == np.arange(n_in)[None, :, None], jnp.float32)
+    fit_counts = counts if fit_counts is None else fit_counts
+    lps, selected, scores = _nested(arm, grid, outer_train, inner_train, inner_val,
+                                    _arrays(counts), _arrays(fit_counts), class_prior,
+                                    table_size_for(counts))
+    test = jnp.asarray(outer[None, :] == np.arange(F)[:, None])[..., None]             # [F, T, 1]
+    log_proba = jnp.sum(jnp.where(test, lps, 0.0), axis=0)
+    log_proba = jnp.where(counts.mask, log_proba, -jnp.inf)
+    return CVResult(log_proba, selected, scores)
+
+
+def _arrays(counts: Counts) -> Counts:
+    """The same counts as device arrays without names (a clean jit argument)."""
+    return jax.tree.map(jnp.asarray, counts)

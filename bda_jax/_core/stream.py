@@ -1,0 +1,179 @@
+"""Streaming tally: a JSON Lines trace file -> :class:`Counts` in bounded memory (DESIGN §2, §4).
+
+:func:`tally_stream` reads a trace file in chunks of tasks, checks every trace exactly as
+:func:`bda_jax.read_traces` does (same :class:`TraceError` naming file, line, task, move and
+field), and packs each chunk with the packing :func:`bda_jax.tally` runs (the same private
+``_tally_part``; there is no second tally). Only the compact int32 count arrays of each chunk and
+a few per-task names (task id, candidate list, cluster) are kept; the traces and per-move Python
+objects of a chunk are dropped once it is packed.
+
+Agents: give ``agents=`` to fix the order up front (needed when several processes each tally a
+shard and their counts must line up); otherwise agents are indexed first seen over the whole
+file in one pass. First-seen order only ever appends, so a chunk's agent indices stay valid;
+chunks that ran before an agent's first move get zero counts in its column when the chunks are
+joined. The result equals ``tally(read_traces(path, ...), ...)`` array for array, info included.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import warnings
+from collections import Counter
+from typing import Iterator, Sequence
+
+from .counts import Counts, PairCounts, _finish_tally, _TallyState, _tally_options, _tally_part
+from .errors import DataError, TraceError
+from .io import read_json_lines
+from .normalize import Normalizer, default_normalizer
+from .traces import checked_traces, resolve_trace
+
+__all__ = ["tally_stream", "DEFAULT_CHUNK_TASKS"]
+
+DEFAULT_CHUNK_TASKS = 2048
+_NORMALIZER_CACHE = 1 << 16
+
+
+def _memoized(normalizer: Normalizer) -> Normalizer:
+    """``normalizer`` with a bounded cache: answers repeat across tasks ("A", "True", ...), so
+    most calls become one dict lookup. A normalizer is a pure function of its string (DESIGN
+    §3), so the answers are unchanged."""
+    cache: dict[str, str] = {}
+
+    def normalize(answer: str) -> str:
+        try:
+            return cache[answer]
+        except KeyError:
+            if len(cache) >= _NORMALIZER_CACHE:
+                cache.clear()
+            key = cache[answer] = normalizer(answer)
+            return key
+
+    return normalize
+
+
+def _shard_json_lines(path: str, index: int, count: int) -> Iterator[tuple[int, object]]:
+    """:func:`read_json_lines` restricted to the lines whose number is ``index`` mod ``count``.
+    Other lines are skipped undecoded (a process reads only its shard's JSON). Same errors."""
+    return read_json_lines(path, TraceError, "trace file",
+                           keep_line=lambda lineno: lineno % count == index)
+
+
+def _check_shard(shard):
+    if shard is None:
+        return None
+    try:
+        index, count = (int(x) for x in shard)
+        ok = count >= 1 and 0 <= index < count and tuple(shard) == (index, count)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise DataError(f"shard must be (index, count) with 0 <= index < count, got {shard!r}",
+                        field="shard")
+    return index, count
+
+
+def tally_stream(path, agents: Sequence[str] | None = None, *,
+                 chunk_tasks: int = DEFAULT_CHUNK_TASKS, shard: tuple[int, int] | None = None,
+                 max_round: int | None = None, forces: Sequence[str] | None = None,
+                 one_move_per_round: bool = False, permute_candidates: int | None = None,
+                 unknown_agents: str = "error", normalizer: Normalizer = default_normalizer,
+                 lenient: bool = False, abstain_candidate: str | None = None,
+                 seat_key: str = "agent", layout: str = "dense") -> "Counts | PairCounts":
+    """Tally a JSON Lines trace file chunk by chunk, in memory that grows with the count arrays
+    only (DESIGN §4's tally over §3's format; no list of traces is ever held).
+
+    ``tally_stream(path, **options)`` equals ``tally(read_traces(path, lenient=lenient,
+    normalizer=normalizer), **options)`` exactly (every array and ``info``), and raises the
+    same :class:`TraceError` for a bad line (file, line, task, move, field). Errors surface at
+    the chunk that holds them, so a file with several problems may report a different first one
+    than the two-step call (which checks every trace before tallying any).
+
+    Args:
+      path: the JSON Lines trace file.
+      agents: fixed agent (seat) order; default: first seen over the file, in one pass.
+      chunk_tasks: tasks parsed and packed at a time (memory of one chunk's Python objects).
+      shard: ``(index, count)``: tally only the lines whose 1-based number is ``index`` modulo
+        ``count`` (other lines are not decoded), e.g. ``(jax.process_index(),
+        jax.process_count())`` so that each host of a multi-host run reads its share. Duplicate
+        task ids are then only detected within a shard; pass ``agents`` so that all shards
+        index agents alike. Default: the whole file.
+      max_round, forces, one_move_per_round, permute_candidates, unknown_agents, normalizer,
+        lenient, abstain_candidate, seat_key, layout: as for :func:`bda_jax.tally`
+        (``normalizer`` and ``lenient`` also as for :func:`bda_jax.read_traces`; in lenient
+        mode the summary of skipped moves is warned as there).
+
+    Returns: :class:`Counts` (``layout="dense"``) or :class:`PairCounts` (``"pairs"``), int32
+    counts.
+
+    Speed: per move the work is ``json.loads``, :func:`bda_jax.parse_trace` and the protocol
+    automaton, as in :func:`bda_jax.read_traces`. During the call Python's cyclic garbage
+    collector is paused (restored afterwards, also on error) and ``normalizer`` is memoized
+    (bounded cache; a normalizer must be a pure function of its string).
+
+    >>> import os, tempfile, bda_jax as bda
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.jsonl")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write('{"task_id": "q1", "candidates": ["A", "B"], "moves": '
+    ...                 '[{"id": "m1", "agent": "x", "round": 0, "force": "propose", '
+    ...                 '"answer": "B"}]}\\n')
+    >>> c = bda.tally_stream(path, chunk_tasks=1)
+    >>> c.e.tolist(), c.agents
+    ([[[0, 1]]], ('x',))
+    """
+    options = _tally_options(max_round=max_round, forces=forces,
+                             one_move_per_round=one_move_per_round,
+                             permute_candidates=permute_candidates, unknown_agents=unknown_agents,
+                             seat_key=seat_key, layout=layout)
+    if isinstance(chunk_tasks, bool) or not isinstance(chunk_tasks, int) or chunk_tasks < 1:
+        raise DataError(f"chunk_tasks must be a positive integer, got {chunk_tasks!r}",
+                        field="chunk_tasks")
+    shard = _check_shard(shard)
+    path = os.fspath(path)
+    normalizer = _memoized(normalizer)
+    state = _TallyState(agents, options, file=path)
+    lines = (read_json_lines(path, TraceError, "trace file") if shard is None
+             else _shard_json_lines(path, *shard))
+    # The loop allocates millions of short-lived, acyclic objects (decoded JSON, Move objects):
+    # the cyclic collector would rescan the growing per-task state over and over (~20% of the
+    # time). It is paused for the call and restored, whatever happens.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        parts, skipped = _read_parts(path, lines, state, chunk_tasks, normalizer, lenient,
+                                     abstain_candidate)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if not parts:
+        where = "" if shard is None or shard[1] == 1 else f" in shard {shard[0]} of {shard[1]}"
+        raise TraceError(f"the file holds no task{where}", file=path)
+    if skipped:
+        total = sum(skipped.values())
+        detail = ", ".join(f"{code}: {n}" for code, n in sorted(skipped.items()))
+        warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
+                      stacklevel=2)
+    return _finish_tally(parts, state)
+
+
+def _read_parts(path, lines, state, chunk_tasks, normalizer, lenient, abstain_candidate):
+    """Check each decoded line exactly as :func:`read_traces` does and pack the tasks chunk by
+    chunk (:func:`~bda_jax._core.counts._tally_part`). Returns the parts and the lenient-mode
+    skip counts by reason."""
+    parts: list[dict] = []
+    resolved, sources = [], []
+    skipped: Counter = Counter()
+    for trace, res in checked_traces(path, lines, normalizer, lenient):   # read_traces' checks
+        if lenient:
+            skipped.update(s.code for s in trace.skipped)
+        # ---- what tally resolves (a second automaton run only for abstain_candidate)
+        if abstain_candidate is not None:
+            res = resolve_trace(trace, normalizer=normalizer, lenient=lenient,
+                                abstain_candidate=abstain_candidate)
+        resolved.append(res)
+        sources.append(trace.source)
+        if len(resolved) == chunk_tasks:
+            parts.append(_tally_part(resolved, sources, state))
+            resolved, sources = [], []
+    if resolved:
+        parts.append(_tally_part(resolved, sources, state))
+    return parts, skipped

@@ -1,0 +1,561 @@
+"""Calibration and accuracy metrics, and the paired bootstrap (seed 003 Appendix B Eq. 5, D.1, D.2).
+
+Two levels of input:
+
+* **score level** ``(confidence, correct, weights)``, each [T]: the top-label confidence of a
+  prediction and whether it was right (0/1). :func:`accuracy`, :func:`ece`, :func:`brier_top`,
+  :func:`auroc` and :func:`reliability_bins` read these. ``weights`` [T] (default all ones) are
+  non-negative multiplicities; weight 0 removes a task (its values are never read, NaN allowed);
+  integer weights act exactly like repeating rows (the bootstrap relies on it).
+* **probability level** ``(proba, gold, gold_missing, mask)``: ``proba`` [T, K] rows over each
+  task's candidate slots (taken as given, not renormalized), ``gold`` [T] int (-1: none),
+  ``gold_missing`` [T] bool (gold given but not a candidate: scored wrong), ``mask`` [T, K] valid
+  slots (default all), as held by :class:`bda_jax.Counts`. :func:`correctness` turns them into the
+  score level; :func:`brier_mc` and :func:`nll` read them directly.
+
+A task is *labeled* when ``gold >= 0`` or ``gold_missing``; unlabeled tasks get weight 0 in every
+metric (shapes stay static under ``jit``). Every metric of an empty (all-zero-weight) input is NaN.
+The conventions (bins, ties, edge values) are spelled out in ``docs/metrics.md``.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.decisions import _argmax_random_ties
+from .._core.errors import DataError
+
+__all__ = [
+    "NLL_EPS", "BootstrapResult", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc",
+    "brier_mc_per_task",
+    "brier_top", "correctness", "ece", "nll", "paired_bootstrap", "paired_bootstrap_stat",
+    "reliability_bins", "summary",
+]
+
+NLL_EPS = 1e-12
+"""Lower clip of p(gold) in :func:`nll`: a task scores at most -log(1e-12) ~ 27.63 nats."""
+
+_DEFAULT_BINS = {"width": 10, "mass": 15}          # the paper's ECE_ew and ECE_em (Appendix B)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _float():
+    """JAX's default float: float64 in x64 mode, else float32."""
+    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+
+
+def _as_float(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(_float())
+
+
+def _weights(x, weights):
+    """Weights as floats of x's dtype, negative/NaN treated as 0."""
+    if weights is None:
+        return jnp.ones(x.shape, x.dtype)
+    w = jnp.asarray(weights, x.dtype)
+    return jnp.where(w > 0, w, 0.0)
+
+
+def _score_inputs(confidence, correct, weights):
+    """Float confidence, correctness and weights. ``conf`` is left as given (it may be NaN where
+    the weight is 0: every product with it is guarded), so that sorting it does not depend on the
+    weights: under the bootstrap's vmap over weights the sort then runs once, not per resample."""
+    conf = _as_float(confidence)
+    w = _weights(conf, weights)
+    corr = jnp.where(w > 0, jnp.asarray(correct).astype(conf.dtype), 0.0)
+    return conf, corr, w
+
+
+def _wmean(x, w):
+    return jnp.sum(w * x) / jnp.sum(w)                  # 0/0 = NaN for an empty input
+
+
+def _resolve_bins(n_bins, binning):
+    if binning not in _DEFAULT_BINS:
+        raise DataError(f"binning must be 'width' or 'mass', got {binning!r}", field="binning")
+    n_bins = _DEFAULT_BINS[binning] if n_bins is None else n_bins
+    if not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise DataError(f"n_bins must be a positive integer, got {n_bins!r}", field="n_bins")
+    return int(n_bins)
+
+
+def _bin_index(conf, w, n_bins, binning):
+    """[T] bin of each confidence (see ``docs/metrics.md``)."""
+    if binning == "width":
+        # bin m = [m/M, (m+1)/M) with the edges m/M rounded to conf's dtype; 1.0 -> last bin;
+        # values outside [0, 1] clip into the first / last bin
+        inner = jnp.asarray(np.arange(1, n_bins) / n_bins, conf.dtype)
+        return jnp.searchsorted(inner, conf, side="right").astype(jnp.int32)
+    # equal mass: bin = floor(M * W(conf' < conf) / W): ties share a bin, order never matters
+    order = jnp.argsort(conf)
+    sc, sw = conf[order], w[order]
+    before = jnp.concatenate([jnp.zeros(1, w.dtype), jnp.cumsum(sw)[:-1]])
+    wless = before[jnp.searchsorted(sc, conf, side="left")]
+    total = jnp.sum(w)
+    m = jnp.arange(1, n_bins, dtype=w.dtype)
+    return jnp.sum(n_bins * wless[:, None] >= m * total, axis=1).astype(jnp.int32)
+
+
+def _bin_sums(conf, corr, w, n_bins, binning):
+    b = _bin_index(conf, w, n_bins, binning)
+    seg = partial(jax.ops.segment_sum, segment_ids=b, num_segments=n_bins)
+    return b, seg(w), seg(jnp.where(w > 0, w * conf, 0.0)), seg(w * corr)
+
+
+# --------------------------------------------------------------------------- correctness
+
+class Scored(NamedTuple):
+    """Top-label view of a probability table. All [T].
+
+    ``pred`` int32 predicted slot; ``confidence`` its probability; ``correct`` 1.0 / 0.0 (0 for
+    gold_missing and unlabeled tasks); ``labeled`` bool (gold given, as a candidate or not).
+    """
+
+    pred: jax.Array
+    confidence: jax.Array
+    correct: jax.Array
+    labeled: jax.Array
+
+
+@jax.jit
+def _correctness(proba, gold, gold_missing, mask, key, pred):
+    proba = _as_float(proba)
+    gold = jnp.asarray(gold, jnp.int32)
+    mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
+    gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
+    if pred is None:
+        if key is None:
+            pred = jnp.argmax(jnp.where(mask, proba, -jnp.inf), axis=-1).astype(jnp.int32)
+        else:
+            pred = _argmax_random_ties(key, proba, mask)
+    pred = jnp.asarray(pred, jnp.int32)
+    conf = jnp.take_along_axis(proba, pred[:, None], axis=-1)[:, 0]
+    correct = ((pred == gold) & (gold >= 0) & ~gm).astype(proba.dtype)
+    return Scored(pred, conf, correct, (gold >= 0) | gm)
+
+
+def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> Scored:
+    """Top-label prediction, confidence and correctness (seed 003 Appendix B, 'Calibration').
+
+    ``proba`` [T, K], ``gold`` [T] int (-1: none), ``gold_missing`` [T] bool, ``mask`` [T, K].
+    The prediction is the argmax over the task's valid slots: the first maximal slot, or, with a
+    ``key``, uniformly at random among exactly tied slots (Appendix D.6; the draw of
+    :func:`bda_jax.decide`). ``pred`` [T] overrides it (e.g. an aggregator's own decision).
+    A gold_missing task is labeled and wrong, whatever the prediction; an unlabeled task
+    (gold -1, not gold_missing) has ``labeled`` False and ``correct`` 0.
+
+    >>> s = correctness([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]], gold=[1, 1, -1])
+    >>> s.pred.tolist(), s.correct.tolist(), s.labeled.tolist()
+    ([1, 0, 0], [1.0, 0.0, 0.0], [True, True, False])
+    """
+    return _correctness(proba, gold, gold_missing, mask, key, pred)
+
+
+# --------------------------------------------------------------------------- score-level metrics
+
+@jax.jit
+def accuracy(correct, weights=None) -> jax.Array:
+    """Weighted mean of ``correct`` [T] (0/1). Scalar; NaN when every weight is 0.
+
+    >>> float(accuracy([1, 0, 1, 1]))
+    0.75
+    """
+    corr = _as_float(correct)
+    w = _weights(corr, weights)
+    return _wmean(jnp.where(w > 0, corr, 0.0), w)
+
+
+@jax.jit
+def brier_top(confidence, correct, weights=None) -> jax.Array:
+    """Top-label Brier score (Brier 1950; seed 003 Appendix B): mean of (confidence - correct)^2.
+
+    ``confidence``, ``correct``, ``weights`` [T] -> scalar. This is the ``brier`` of the paper's
+    tables and of :func:`summary`; the proper multiclass score is :func:`brier_mc`.
+
+    >>> float(brier_top([0.5, 0.5], [1, 0]))
+    0.25
+    """
+    conf, corr, w = _score_inputs(confidence, correct, weights)
+    return _wmean(jnp.where(w > 0, (conf - corr) ** 2, 0.0), w)
+
+
+def ece(confidence, correct, n_bins=None, binning="width", weights=None) -> jax.Array:
+    """Expected calibration error, seed 003 Appendix B Eq. (5) (Guo et al. 2017).
+
+    ECE = sum_m |B_m|/n |acc(B_m) - conf(B_m)|, computed as sum_m |sum_{B_m} (correct - conf)| / n
+    (empty bins add 0). ``confidence``, ``correct``, ``weights`` [T] -> scalar.
+
+    ``binning="width"`` (ECE_ew; default ``n_bins`` 10): bin m = [m/M, (m+1)/M), 1.0 in the last
+    bin. ``binning="mass"`` (ECE_em; default ``n_bins`` 15): a task with confidence c goes to bin
+    floor(M * W(c' < c) / W), W the total weight and W(c' < c) the weight of strictly smaller
+    confidences: consecutive runs of the sorted confidences of (as near as possible) equal mass,
+    exact ties never split, so the value does not depend on task order.
+
+    >>> round(float(ece([0.05, 0.15, 0.15, 0.95], [0, 1, 0, 1])), 6)
+    0.2
+    """
+    return _ece(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def _ece(confidence, correct, weights, n_bins, binning):
+    conf, corr, w = _score_inputs(confidence, correct, weights)
+    _, _, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
+    return jnp.sum(jnp.abs(s_corr - s_conf)) / jnp.sum(w)
+
+
+class ReliabilityBins(NamedTuple):
+    """Per-bin reliability-diagram data, each [M]; empty bins hold NaN (count 0).
+
+    ``count`` total weight; ``confidence`` mean confidence; ``accuracy`` mean correctness;
+    ``lower`` / ``upper``: the bin's nominal edges (equal width) or its smallest / largest member
+    confidence (equal mass).
+    """
+
+    count: jax.Array
+    confidence: jax.Array
+    accuracy: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+
+
+def reliability_bins(confidence, correct, n_bins=None, binning="width",
+                     weights=None) -> ReliabilityBins:
+    """Reliability-diagram bins with the binning of :func:`ece` (seed 003 Appendix B). [M] each.
+
+    >>> rb = reliability_bins([0.05, 0.15, 0.15, 0.95], [0, 1, 0, 1])
+    >>> rb.count.astype(int).tolist()
+    [1, 2, 0, 0, 0, 0, 0, 0, 0, 1]
+    >>> float(rb.accuracy[1]), round(float(rb.confidence[1]), 6)
+    (0.5, 0.15)
+    """
+    return _reliability_bins(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def _reliability_bins(confidence, correct, weights, n_bins, binning):
+    conf, corr, w = _score_inputs(confidence, correct, weights)
+    b, s_w, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
+    empty = s_w <= 0
+    safe = jnp.where(empty, 1.0, s_w)
+    mean_conf = jnp.where(empty, jnp.nan, s_conf / safe)
+    acc = jnp.where(empty, jnp.nan, s_corr / safe)
+    if binning == "width":
+        edges = jnp.asarray(np.arange(n_bins + 1) / n_bins, conf.dtype)
+        lower, upper = edges[:-1], edges[1:]
+    else:
+        live = w > 0
+        lower = jax.ops.segment_min(jnp.where(live, conf, jnp.inf), b, num_segments=n_bins)
+        upper = jax.ops.segment_max(jnp.where(live, conf, -jnp.inf), b, num_segments=n_bins)
+        lower = jnp.where(empty, jnp.nan, lower)
+        upper = jnp.where(empty, jnp.nan, upper)
+    return ReliabilityBins(s_w, mean_conf, acc, lower, upper)
+
+
+@jax.jit
+def auroc(confidence, correct, weights=None) -> jax.Array:
+    """Area under the ROC curve of confidence as a predictor of correctness (Mann-Whitney U).
+
+    AUROC = P(conf_correct > conf_wrong) + 1/2 P(conf_correct = conf_wrong) over weighted pairs
+    (one right, one wrong prediction); exact float ties count 1/2. NaN when the weighted tasks are
+    all right or all wrong. O(T log T). ``confidence``, ``correct``, ``weights`` [T] -> scalar.
+
+    >>> float(auroc([0.9, 0.8, 0.8, 0.3], [1, 1, 0, 0]))
+    0.875
+    """
+    conf, corr, w = _score_inputs(confidence, correct, weights)
+    wp, wn = w * corr, w * (1.0 - corr)
+    order = jnp.argsort(conf)
+    sc = conf[order]
+    cum_neg = jnp.concatenate([jnp.zeros(1, w.dtype), jnp.cumsum(wn[order])])
+    lo = cum_neg[jnp.searchsorted(sc, conf, side="left")]
+    hi = cum_neg[jnp.searchsorted(sc, conf, side="right")]
+    n_pos, n_neg = jnp.sum(wp), jnp.sum(wn)
+    ok = (n_pos > 0) & (n_neg > 0)
+    per_pos = (lo + 0.5 * (hi - lo)) / jnp.where(ok, n_neg, 1.0)   # in [0, 1]
+    return jnp.where(ok, jnp.sum(wp * per_pos) / jnp.where(ok, n_pos, 1.0), jnp.nan)
+
+
+# --------------------------------------------------------------------------- probability-level
+
+def brier_mc_per_task(proba, gold, mask) -> jax.Array:
+    """[T] sum over valid slots of (p_g - 1{g = gold})^2; gold -1 (unlabeled, or not a
+    candidate) gives an all-zero one-hot. Finite everywhere, so weights can zero tasks out."""
+    onehot = jnp.arange(proba.shape[-1])[None, :] == gold[:, None]
+    return jnp.sum(jnp.where(mask, (proba - onehot) ** 2, 0.0), axis=-1)
+
+
+@partial(jax.jit, static_argnames=("reduce",))
+def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.Array:
+    """Multiclass Brier score (Brier 1950): sum over valid slots of (p_g - 1{g = gold})^2.
+
+    ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]. A gold_missing task's
+    one-hot is all zeros (its score is sum_g p_g^2). ``reduce=True``: the mean over labeled tasks
+    (scalar, range [0, 2]); ``reduce=False``: the per-task scores [T], NaN on unlabeled tasks.
+    Proper, and the score hyperparameters are selected on (DESIGN §6).
+
+    >>> float(brier_mc([[0.5, 0.5], [0.25, 0.75]], [0, 1]))
+    0.3125
+    """
+    proba = _as_float(proba)
+    gold = jnp.asarray(gold, jnp.int32)
+    mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
+    gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
+    per = brier_mc_per_task(proba, jnp.where(gm, -1, gold), mask)
+    labeled = (gold >= 0) | gm
+    if not reduce:
+        return jnp.where(labeled, per, jnp.nan)
+    return _wmean(jnp.where(labeled, per, 0.0), labeled.astype(proba.dtype))
+
+
+@partial(jax.jit, static_argnames=("reduce",))
+def nll(proba, gold, gold_missing=None, *, eps=NLL_EPS, reduce=True) -> jax.Array:
+    """Negative log-likelihood of the gold answer: -log max(p_gold, eps), ``eps`` = 1e-12.
+
+    ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T]. A gold_missing task scores -log(eps)
+    (the model gave the true answer no mass). ``reduce=True``: mean over labeled tasks (scalar);
+    ``reduce=False``: per-task [T], NaN on unlabeled tasks.
+
+    >>> round(float(nll([[0.5, 0.5], [0.0, 1.0]], [0, 0])), 2)      # (log 2 - log 1e-12) / 2
+    14.16
+    """
+    proba = _as_float(proba)
+    gold = jnp.asarray(gold, jnp.int32)
+    gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
+    p = jnp.take_along_axis(proba, jnp.maximum(gold, 0)[:, None], axis=-1)[:, 0]
+    p = jnp.where(gm, 0.0, p)
+    per = -jnp.log(jnp.maximum(p, jnp.asarray(eps, proba.dtype)))
+    labeled = (gold >= 0) | gm
+    if not reduce:
+        return jnp.where(labeled, per, jnp.nan)
+    return _wmean(jnp.where(labeled, per, 0.0), labeled.astype(proba.dtype))
+
+
+@jax.jit
+def _summary_arrays(proba, gold, gold_missing, mask, key, pred):
+    s = _correctness(proba, gold, gold_missing, mask, key, pred)
+    w = s.labeled.astype(s.confidence.dtype)
+    return dict(
+        accuracy=accuracy(s.correct, w),
+        ece_ew=_ece(s.confidence, s.correct, w, 10, "width"),
+        ece_em=_ece(s.confidence, s.correct, w, 15, "mass"),
+        brier=brier_top(s.confidence, s.correct, w),
+        brier_mc=brier_mc(proba, gold, gold_missing, mask),
+        nll=nll(proba, gold, gold_missing),
+        auroc=auroc(s.confidence, s.correct, w),
+        n=jnp.sum(s.labeled),
+    )
+
+
+def summary(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> dict:
+    """The paper's metric row for one arm (seed 003 §6 and Appendix B), as plain Python numbers.
+
+    ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]; ``key`` / ``pred`` as
+    in :func:`correctness`. Returns ``accuracy``, ``ece_ew`` (10 equal-width bins), ``ece_em``
+    (15 equal-mass bins), ``brier`` (top-label), ``brier_mc`` (multiclass), ``nll``, ``auroc``
+    (floats; ``None`` where undefined, e.g. AUROC when every task is right, so the dict is strict
+    JSON) and ``n`` (int, labeled tasks). Unlabeled tasks are ignored.
+
+    >>> summary([[0.9, 0.1], [0.3, 0.7], [0.5, 0.5]], [0, 0, -1])["accuracy"]
+    0.5
+    """
+    out = jax.device_get(_summary_arrays(proba, gold, gold_missing, mask, key, pred))
+    res: dict[str, Any] = {}
+    for k, v in out.items():
+        if k == "n":
+            res[k] = int(v)
+        else:
+            v = float(v)
+            res[k] = v if math.isfinite(v) else None
+    return res
+
+
+# --------------------------------------------------------------------------- paired bootstrap
+
+class BootstrapResult(NamedTuple):
+    """Paired bootstrap of arm a against arm b (plain Python numbers; ``._asdict()`` is JSON).
+
+    ``delta`` = statistic(a) - statistic(b) on the full data; ``ci_low``, ``ci_high`` the
+    percentile interval of the resampled deltas; ``p_win`` the fraction of resamples in which a is
+    strictly better than b; ``n_resamples`` the resamples used (those with a defined statistic);
+    ``n_units`` the number of resampled units (tasks, or clusters).
+    """
+
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_win: float
+    n_resamples: int
+    n_units: int
+
+
+def _units(clusters, T):
+    if clusters is None:
+        return np.arange(T), T
+    cl = np.asarray(clusters)
+    if cl.shape != (T,):
+        raise DataError(f"clusters must be [T] = [{T}], got shape {cl.shape}", field="clusters")
+    _, inv = np.unique(cl, return_inverse=True)
+    return inv.reshape(T).astype(np.int32), int(inv.max()) + 1
+
+
+def _finish(deltas, delta, higher_is_better, level, n_units) -> BootstrapResult:
+    deltas = np.asarray(deltas, np.float64)
+    deltas = deltas[np.isfinite(deltas)]
+    if deltas.size == 0:
+        return BootstrapResult(float(delta), math.nan, math.nan, math.nan, 0, n_units)
+    lo, hi = np.quantile(deltas, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    win = deltas > 0 if higher_is_better else deltas < 0
+    return BootstrapResult(float(delta), float(lo), float(hi), float(win.mean()), int(deltas.size),
+                           n_units)
+
+
+def _check_common(key, n_resamples, level):
+    if isinstance(key, (int, np.integer)):
+        raise DataError("key must be a JAX PRNG key, e.g. jax.random.key(0), not an int",
+                        field="key")
+    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise DataError(f"n_resamples must be a positive integer, got {n_resamples!r}",
+                        field="n_resamples")
+    if not 0.0 < level < 1.0:
+        raise DataError(f"level must lie in (0, 1), got {level!r}", field="level")
+
+
+def _map_resamples(one, key, n_resamples, batch_size):
+    """[n_resamples] results of ``one(k_r)``, k_r = split(key, n_resamples)[r], vmapped in
+    batches of ``batch_size`` under ``lax.map`` (the last batch padded with repeated keys whose
+    results are dropped), so the values never depend on the batch size."""
+    keys = jax.random.split(key, n_resamples)
+    if batch_size >= n_resamples:
+        return jax.vmap(one)(keys)
+    n_batches = -(-n_resamples // batch_size)
+    pad = n_batches * batch_size - n_resamples
+    if pad:
+        keys = jnp.concatenate([keys, keys[:pad]])
+    out = jax.lax.map(jax.vmap(one), keys.reshape(n_batches, batch_size))
+    return out.reshape(-1)[:n_resamples]
+
+
+def _draw_units(k, n_units):
+    """n_units uniform draws from [0, n_units): 32 random bits modulo n_units (the modulo bias,
+    at most n_units / 2**32 relative, is negligible; cheaper to compile than ``randint``)."""
+    bits = jax.random.bits(k, (n_units,), jnp.uint32)
+    return (bits % jnp.uint32(n_units)).astype(jnp.int32)
+
+
+@partial(jax.jit, static_argnames=("n_resamples", "batch_size"))
+def _boot_ratio(key, unit_sum, unit_size, n_resamples, batch_size):
+    def one(k):
+        idx = _draw_units(k, unit_sum.shape[0])
+        return jnp.sum(unit_sum[idx]) / jnp.sum(unit_size[idx])
+
+    return _map_resamples(one, key, n_resamples, batch_size)
+
+
+@partial(jax.jit, static_argnames=("stat_fn", "n_units", "n_resamples", "batch_size"))
+def _boot_stat(key, stat_fn, data_a, data_b, unit, n_units, n_resamples, batch_size):
+    def one(k):
+        counts = jnp.bincount(_draw_units(k, n_units), length=n_units)
+        w = counts.astype(_float())[unit]
+        return stat_fn(data_a, w) - stat_fn(data_b, w)
+
+    return _map_resamples(one, key, n_resamples, batch_size)
+
+
+def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None, *,
+                     higher_is_better=True, level=0.95, batch_size=None) -> BootstrapResult:
+    """Paired bootstrap of a per-task mean (seed 003 §5 and Appendix D.2: 10,000 resamples).
+
+    ``metric_a``, ``metric_b`` [T]: per-task contributions of two arms on the same tasks (e.g.
+    ``correct``, or ``(confidence - correct)**2``, or ``brier_mc(..., reduce=False)``); pass only
+    labeled tasks (values must be finite). Each resample draws T tasks with replacement — or, with
+    ``clusters`` [T] (any labels), as many whole clusters as there are, with replacement (the
+    cluster bootstrap: tasks of a cluster stay together; the resample's delta is the mean over its
+    tasks) — and recomputes mean_a - mean_b. ``delta`` is mean_a - mean_b on the full data, the CI
+    the ``level`` percentile interval (``numpy.quantile``, linear interpolation) of the resampled
+    deltas, and ``p_win`` the fraction of resamples in which a is strictly better: mean_a > mean_b
+    when ``higher_is_better`` (scores such as correctness), mean_a < mean_b when
+    ``higher_is_better=False`` (losses: squared errors, NLL). ``delta`` keeps its sign either way.
+
+    Deterministic given ``key``: resample r uses ``jax.random.split(key, n_resamples)[r]``
+    whatever ``batch_size`` (resamples evaluated at once; default: about 4M drawn indices per
+    batch, so memory stays flat in T).
+
+    >>> r = paired_bootstrap(jax.random.key(0), [1, 1, 1, 0], [0, 1, 0, 0], n_resamples=200)
+    >>> r.delta, r.p_win > 0.8
+    (0.5, True)
+    """
+    _check_common(key, n_resamples, level)
+    a = np.asarray(metric_a, np.float64)
+    b = np.asarray(metric_b, np.float64)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise DataError(f"metric_a {a.shape} and metric_b {b.shape} must be the same non-empty [T]",
+                        field="metric_b")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise DataError("per-task metrics must be finite (drop unlabeled tasks first)",
+                        field="metric_a" if not np.isfinite(a).all() else "metric_b")
+    T = a.size
+    unit, G = _units(clusters, T)
+    d = a - b
+    unit_sum = np.bincount(unit, weights=d, minlength=G)
+    unit_size = np.bincount(unit, minlength=G).astype(np.float64)
+    bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 22) // G))
+    ft = _float()
+    deltas = _boot_ratio(key, jnp.asarray(unit_sum, ft), jnp.asarray(unit_size, ft),
+                         int(n_resamples), bs)
+    return _finish(deltas, d.mean(), higher_is_better, level, G)
+
+
+def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], data_a, data_b,
+                          n_resamples=10_000, clusters=None, *, higher_is_better=True, level=0.95,
+                          batch_size=None) -> BootstrapResult:
+    """Paired bootstrap of any weighted statistic, e.g. ECE (seed 003 §5, Appendix D.2).
+
+    ``stat_fn(data, weights) -> scalar``: ``data`` a pytree of arrays with a leading task axis T
+    (``data_a`` and ``data_b``: the two arms on the same tasks), ``weights`` [T] float
+    multiplicities (how often each task was drawn). The metrics of this module take ``weights``,
+    so e.g. ``lambda d, w: ece(d[0], d[1], binning="mass", weights=w * d[2])`` with
+    ``d = (confidence, correct, labeled)``. Resampling, ``clusters``, ``delta`` (stat_a - stat_b),
+    CI, ``p_win`` and determinism as in :func:`paired_bootstrap`, whose draws it shares: with
+    ``stat_fn`` a weighted mean both return the same resampled deltas. Resamples are vmapped in
+    batches under ``jax.lax.map``; resamples where a statistic is NaN are dropped (counted out of
+    ``n_resamples``). For ECE pass ``higher_is_better=False``. ``stat_fn`` is a static argument
+    of the compiled bootstrap: reuse one function object across calls (e.g. one per metric, not a
+    fresh lambda per arm) and same-shaped calls reuse the compilation.
+
+    >>> stat = lambda d, w: ece(d[0], d[1], weights=w)
+    >>> a = (jnp.array([0.9, 0.9, 0.1, 0.1]), jnp.array([1, 1, 0, 0]))
+    >>> b = (jnp.array([0.9, 0.9, 0.9, 0.9]), jnp.array([1, 0, 1, 0]))
+    >>> r = paired_bootstrap_stat(jax.random.key(0), stat, a, b, n_resamples=100,
+    ...                           higher_is_better=False)
+    >>> round(r.delta, 4), r.p_win > 0.9
+    (-0.3, True)
+    """
+    _check_common(key, n_resamples, level)
+    leaves = jax.tree_util.tree_leaves(data_a) + jax.tree_util.tree_leaves(data_b)
+    if not leaves:
+        raise DataError("data_a and data_b must hold arrays", field="data_a")
+    T = int(np.shape(leaves[0])[0]) if np.ndim(leaves[0]) else 0
+    if T == 0 or any(np.ndim(x) == 0 or np.shape(x)[0] != T for x in leaves):
+        raise DataError("every array of data_a and data_b needs the same non-empty leading "
+                        "task axis T", field="data_b")
+    unit, G = _units(clusters, T)
+    data_a = jax.tree_util.tree_map(jnp.asarray, data_a)
+    data_b = jax.tree_util.tree_map(jnp.asarray, data_b)
+    delta = float(_full_stat_delta(stat_fn, data_a, data_b, T))
+    bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 20) // max(T, G)))
+    deltas = _boot_stat(key, stat_fn, data_a, data_b, jnp.asarray(unit), G, int(n_resamples), bs)
+    return _finish(deltas, delta, higher_is_better, level, G)
+
+
+@partial(jax.jit, static_argnames=("stat_fn", "T"))
+def _full_stat_delta(stat_fn, data_a, data_b, T):
+    ones = jnp.ones(T, _float())
+    return stat_fn(data_a, ones) - stat_fn(data_b, ones)

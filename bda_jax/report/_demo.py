@@ -1,0 +1,561 @@
+"""``bda demo``: the whole package on embedded data, written up as one self-contained HTML report.
+
+:func:`run_demo` runs, on data shipped with bda_jax (nothing is downloaded):
+
+* **Bluebirds** (a real crowd set, Welinder et al. 2010, bundled under CUBAM's BSD licence):
+  every arm of :data:`bda_jax.ARMS` on identical outer folds, with bootstrap CIs, reliability
+  diagrams and per-worker reliabilities / evidence weights;
+* a **simulated council with a persistent adversarial coalition** (two of five seats argue one
+  wrong answer on 90 % of the tasks; :func:`bda_jax.simulate.simulate_council`): the same, plus
+  the coalition's compliance and contagion (:func:`bda_jax.adversarial.coalition_report`);
+* a small **dose-response** grid (count-level corruption of a clean council,
+  :func:`bda_jax.adversarial.corrupt_traces`; seed 003 Table 12) and a small **sleeper** curve
+  with the row-drift monitor (:func:`bda_jax.adversarial.sleeper_study`; F.8, F.13);
+* a **DASE replay** of the bundled excerpts of the released DASE logs (spatial arena; evidence
+  trajectories, commit partition, routing gap; :mod:`bda_jax.stopping`).
+
+Each unit of work is a *cell* keyed by ``dataset|condition|seed|row|arm`` and appended, once
+finished, to the resumable :class:`~bda_jax._core.cache.CellCache` ``demo-cache.jsonl`` in the
+output directory: a demo killed at any point (SIGKILL included) resumes without recomputing the
+finished cells. The results go to ``results.json`` (``schema_version`` 1) and
+:func:`~bda_jax.report._html.render_report` turns them into ``index.html``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .._core.errors import ArtifactError
+from ._html import RESULTS_KIND, SCHEMA_VERSION
+
+__all__ = ["run_demo", "demo_config", "SCHEMA_VERSION", "RESULTS_KIND", "CACHE_NAME"]
+
+CACHE_NAME = "demo-cache.jsonl"
+_CACHE_VERSION = 1          # bump when a cell's value changes meaning: old caches are reset
+
+_BLUEBIRDS_ARMS_QUICK = ("majority", "bda-confusion")
+_COUNCIL_ARMS_QUICK = ("majority", "bda-per-agent", "bda-confusion")
+_DOSE_ARMS = ("majority", "bda-per-agent", "bda-confusion")
+_DASE_EXCERPT_INFO = {
+    "gpqa_w4_head50": {"benchmark": "gpqa", "title": "GPQA, spatial arena W = 4 (problems 1-50)"},
+    "aime_w8_head20": {"benchmark": "aime", "title": "AIME, spatial arena W = 8 (problems 1-20)"},
+}
+
+
+def demo_config(seed: int = 0, quick: bool = False) -> dict:
+    """The demo's settings (plain JSON): what is run, at which size.
+
+    ``quick`` is the test size: it skips the sleeper study and the arms whose compilation
+    dominates a cold start, and sizes the council (54 questions x 2 seeds = 108 traces) like
+    Bluebirds (108 tasks) so the two share the compiled metric kernels.
+    """
+    from ..aggregators._evaluation import ARMS
+
+    council = {"n_questions": 54 if quick else 150, "seeds_per_question": 2,
+               "reliabilities": [0.74, 0.70, 0.68, 0.68, 0.66],
+               "adversaries": {"0": 0.9, "1": 0.9}, "adversary_target": "distractor"}
+    return {
+        "seed": int(seed),
+        "quick": bool(quick),
+        "folds": 5,
+        "n_resamples": 200 if quick else 2000,
+        "arms": {"bluebirds": list(_BLUEBIRDS_ARMS_QUICK if quick else ARMS),
+                 "council": list(_COUNCIL_ARMS_QUICK if quick else ARMS)},
+        "reference": "majority",
+        "bluebirds": {"name": "bluebirds"},
+        "council": council,
+        "dose": {"arms": list(_DOSE_ARMS),
+                 "p_grid": [0.0, 0.5, 1.0] if quick else [0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+                 "regimes": ([["persistent", 2]] if quick else
+                             [["persistent", 1], ["persistent", 2], ["rotating", 2]]),
+                 "n_resamples": 100},
+        "sleeper": None if quick else {
+            "arms": list(_DOSE_ARMS), "f_grid": [0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0],
+            "n_questions": 450, "seeds_per_question": 2, "compliance": 0.6, "n_splits": 20},
+        "dase": {"excerpts": ["gpqa_w4_head50"] if quick else ["gpqa_w4_head50", "aime_w8_head20"],
+                 "empty_g": [0.5] if quick else [0.5, 0.0],
+                 "resimulate": {} if quick else {"aime_w8_head20": [2, 4, 8]},
+                 "n_boot": 500 if quick else 2000,
+                 "trajectories": 6},
+    }
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+def _clean(x: Any) -> Any:
+    """Strict-JSON copy of ``x``: numpy scalars/arrays to Python, NaN and infinity to None."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _clean(x.tolist())
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    if x is None or isinstance(x, str):
+        return x
+    if hasattr(x, "shape") and hasattr(x, "dtype"):        # a jax array
+        return _clean(np.asarray(x))
+    return str(x)
+
+
+def _round(values, digits: int = 4):
+    return [None if v is None or not math.isfinite(float(v)) else round(float(v), digits)
+            for v in np.asarray(values, np.float64).ravel()]
+
+
+# --------------------------------------------------------------------------- cells
+
+class _Cells:
+    """Cells of the demo in one :class:`CellCache`, counting loaded against computed."""
+
+    def __init__(self, cache, progress, task):
+        self.cache, self.progress, self.task = cache, progress, task
+        self.loaded = self.computed = 0
+
+    def __call__(self, key: str, compute: Callable[[], Any]):
+        if key in self.cache:
+            self.loaded += 1
+            value = self.cache[key]
+        else:
+            if self.progress is not None:
+                self.progress.update(self.task, description=_short(key))
+            value = _clean(compute())
+            self.cache.put(key, value)          # appended and fsynced: resumable from here
+            self.computed += 1
+            value = self.cache[key]
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        return value
+
+
+def _short(key: str, width: int = 46) -> str:
+    return key if len(key) <= width else key[: width - 1] + "…"
+
+
+def _key(dataset: str, condition: str, seed: int, row: str, arm: str) -> str:
+    return "|".join((dataset, condition, f"seed={seed}", row, arm))
+
+
+def _n_cells(cfg: dict) -> int:
+    main = sum(len(a) + 1 for a in cfg["arms"].values()) + 1   # arms + weights, + coalition
+    dose = 0
+    for _, k in cfg["dose"]["regimes"]:
+        dose += sum(1 for p in cfg["dose"]["p_grid"] if p != 0 and k != 0)
+    dose = (dose + 1) * len(cfg["dose"]["arms"])              # + the shared clean cell
+    sleeper = len(cfg["sleeper"]["f_grid"]) if cfg.get("sleeper") else 0
+    dase = len(cfg["dase"]["excerpts"]) * len(cfg["dase"]["empty_g"])
+    dase += len(cfg["dase"]["resimulate"])
+    return main + dose + sleeper + dase
+
+
+def _open_cache(path: Path, fp: str, resume: bool):
+    from .._core.cache import CellCache
+
+    reset = None
+    if path.exists() and not resume:
+        path.unlink()
+        reset = "resume=False"
+    try:
+        cache = CellCache(path, fp)
+    except ArtifactError as err:
+        # the demo owns this file: a cache of other settings (quick vs full, another seed or
+        # bda_jax version) or a damaged one is replaced rather than mixed in
+        reset = f"replaced ({err.reason})"
+        path.unlink()
+        cache = CellCache(path, fp)
+    return cache, reset
+
+
+# --------------------------------------------------------------------------- one dataset
+
+def _ece_ew_stat(data, w):
+    from ..metrics._scores import ece
+    return ece(data[0], data[1], weights=w)
+
+
+def _arm_cell(counts, arm: str, folds, cfg: dict) -> dict:
+    """Evaluate one arm out of fold: metric row, CIs, paired deltas, reliability bins."""
+    import jax
+
+    from ..aggregators._evaluation import evaluate
+    from ..metrics._scores import (brier_mc, correctness, paired_bootstrap, paired_bootstrap_stat,
+                          reliability_bins)
+
+    seed, n_res, ref = cfg["seed"], cfg["n_resamples"], cfg["reference"]
+    ev = evaluate(counts, [arm], folds=folds, seed=seed, reference=ref, n_resamples=n_res)
+    row = next(r for r in ev.table if r["arm"] == arm)
+    proba = ev.proba[arm]
+    gold, gm, mask = (np.asarray(counts.gold), np.asarray(counts.gold_missing),
+                      np.asarray(counts.mask))
+    key = jax.random.key(seed)
+    s = correctness(proba, gold, gm, mask, key=key)
+    lab = np.asarray(s.labeled)
+    conf = np.asarray(s.confidence, np.float64)[lab]
+    corr = np.asarray(s.correct, np.float64)[lab]
+    bm = np.asarray(brier_mc(proba, gold, gm, mask, reduce=False), np.float64)[lab]
+    clusters = np.asarray(counts.cluster)[lab]
+    zeros = np.zeros_like(corr)
+    acc = paired_bootstrap(key, corr, zeros, n_res, clusters)
+    bri = paired_bootstrap(key, bm, zeros, n_res, clusters, higher_is_better=False)
+    ece = paired_bootstrap_stat(key, _ece_ew_stat, (conf, corr), (corr, corr), n_res, clusters,
+                                higher_is_better=False)
+    bins = reliability_bins(conf, corr)
+    return {
+        "row": row,
+        "ci": {"accuracy": [acc.ci_low, acc.ci_high], "brier_mc": [bri.ci_low, bri.ci_high],
+               "ece_ew": [ece.ci_low, ece.ci_high], "n_resamples": n_res,
+               "n_units": acc.n_units},
+        "vs_reference": ev.bootstrap.get(arm),
+        "selected": ev.selected.get(arm),
+        "bins": {"count": _round(bins.count, 3), "confidence": _round(bins.confidence),
+                 "accuracy": _round(bins.accuracy)},
+    }
+
+
+def _weights_cell(counts, selected, adversaries=()) -> dict:
+    """Per-agent reliabilities and one-coin evidence weights under the modal selected prior."""
+    from .._core.fitting import prior_from_reliability, reliability
+
+    rows = [tuple(sorted(s.items())) for s in (selected or []) if s]
+    modal = dict(max(rows, key=rows.count)) if rows else {}    # first of ties: deterministic
+    b, kappa, s_ = modal.get("b", 0.6), modal.get("kappa", 1.0), modal.get("s", 8.0)
+    r = np.asarray(reliability(counts), np.float64)
+    prior = prior_from_reliability(r, b, kappa, s_)
+    alpha, beta = np.asarray(prior.alpha, np.float64), np.asarray(prior.beta, np.float64)
+    mu = alpha / (alpha + beta)
+    K = int(np.asarray(counts.mask).sum(1).max())
+    weight = np.log(mu * (K - 1) / (1.0 - mu))       # log-odds per consistent move vs chance
+    n_moves = np.asarray(counts.N, np.float64).sum(0)
+    return {"agents": list(counts.agents), "reliability": _round(r), "prior_mean": _round(mu),
+            "weight": _round(weight), "n_moves": _round(n_moves, 0), "K": K,
+            "hyperparameters": {"b": b, "kappa": kappa, "s": s_},
+            "hyperparameters_from": ("bda-per-agent's nested CV (the row selected most often "
+                                     "across outer folds)" if modal else
+                                     "defaults (bda-per-agent was not run)"),
+            "adversaries": list(adversaries), "chance": 1.0 / K}
+
+
+def _dataset_block(name: str, title: str, counts, cells: _Cells, cfg: dict, *,
+                   adversaries=(), extra: dict | None = None) -> dict:
+    from .._core.selection import make_folds
+
+    seed = cfg["seed"]
+    folds = make_folds(counts, cfg["folds"], seed)
+    arms = []
+    for arm in cfg["arms"][name]:
+        arms.append({"arm": arm, **cells(_key(name, "main", seed, "-", arm),
+                                          lambda arm=arm: _arm_cell(counts, arm, folds, cfg))})
+    per_agent = next((a for a in arms if a["arm"] == "bda-per-agent"), None)
+    weights = cells(_key(name, "main", seed, "weights", "bda-per-agent"),
+                    lambda: _weights_cell(counts, per_agent["selected"] if per_agent else None,
+                                          adversaries))
+    T, I, K = (int(d) for d in np.asarray(counts.e).shape)
+    labeled = int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
+    block = {"name": name, "title": title, "n_tasks": T, "n_agents": I, "K": K,
+             "n_labeled": labeled, "reference": cfg["reference"], "folds": cfg["folds"],
+             "arms": arms, "weights": weights}
+    block.update(extra or {})
+    return block
+
+
+def _bluebirds(cells: _Cells, cfg: dict) -> dict:
+    from .._core.counts import tally
+    from ..datasets._crowd import load_crowd, to_traces
+
+    data = load_crowd(cfg["bluebirds"]["name"])
+    counts = tally(to_traces(data))
+    return _dataset_block(
+        "bluebirds", "Bluebirds (real crowd labels)", counts, cells, cfg,
+        extra={"source": "Welinder, Branson, Belongie & Perona (2010), 'The multidimensional "
+                         "wisdom of crowds' (CUBAM); bundled under its BSD licence",
+               "n_labels": int(len(data.labels))})
+
+
+def _council_traces(cfg: dict, adversarial: bool):
+    from ..simulate._council import simulate_council
+
+    c = cfg["council"]
+    adv = {int(k): float(v) for k, v in c["adversaries"].items()} if adversarial else None
+    return simulate_council(cfg["seed"], c["n_questions"], c["reliabilities"],
+                            seeds_per_question=c["seeds_per_question"], adversaries=adv,
+                            adversary_target=c["adversary_target"])
+
+
+def _council(cells: _Cells, cfg: dict) -> dict:
+    from ..adversarial._coalition import coalition_report
+    from .._core.counts import tally
+
+    traces = _council_traces(cfg, adversarial=True)
+    counts = tally(traces)
+    seats = [counts.agents[int(k)] for k in cfg["council"]["adversaries"]]
+    coalition = cells(_key("council", "main", cfg["seed"], "coalition", "-"),
+                      lambda: coalition_report(traces, seats))
+    c = cfg["council"]
+    title = "Simulated council with a persistent adversarial coalition"
+    return _dataset_block("council", title, counts, cells, cfg, adversaries=seats,
+                          extra={"coalition": coalition,
+                                 "setup": {"reliabilities": c["reliabilities"],
+                                           "adversaries": {counts.agents[int(k)]: v for k, v in
+                                                           c["adversaries"].items()},
+                                           "n_questions": c["n_questions"],
+                                           "seeds_per_question": c["seeds_per_question"]}})
+
+
+# --------------------------------------------------------------------------- attacks
+
+def _dose(cells: _Cells, cfg: dict) -> dict:
+    """seed 003 Table 12 in small: a clean council corrupted at p_wrong, evaluated per arm."""
+    from ..adversarial._attacks import corrupt_traces, corruption_summary
+    from .._core.counts import tally
+    from ..aggregators._evaluation import evaluate
+    from .._core.selection import make_folds
+
+    d, seed = cfg["dose"], cfg["seed"]
+    clean = _council_traces(cfg, adversarial=False)
+    clean_counts = tally(clean)
+    agents = clean_counts.agents
+    folds = make_folds(clean_counts, cfg["folds"], seed)
+    corrupted: dict[str, Any] = {}
+
+    def traces_for(mode, k, p, cell):
+        if cell == "clean":
+            return clean, 0.0
+        if (cell, p) not in corrupted:           # one corruption per (regime, dose), all arms
+            bad = corrupt_traces(clean, p, k=k, mode=mode, seed=seed)
+            corrupted[cell, p] = (bad, corruption_summary(bad)["redirect_rate"])
+        return corrupted[cell, p]
+
+    def compute(mode, k, p, cell, arm):
+        bad, redirect = traces_for(mode, k, p, cell)
+        ev = evaluate(bad, [arm], folds=folds, seed=seed, n_resamples=d["n_resamples"],
+                      agents=agents)
+        row = next(r for r in ev.table if r["arm"] == arm)
+        return {c: row[c] for c in ("accuracy", "ece_ew", "brier_mc", "n")} | {
+            "redirect_rate": redirect}
+
+    rows, seen = [], {}
+    for mode, k in d["regimes"]:
+        regime = f"{mode} k={k}"
+        for p in d["p_grid"]:
+            cell = "clean" if p == 0 or k == 0 else f"{mode} k={k}"
+            row_id = "p=0" if cell == "clean" else f"p={p!r}"
+            for arm in d["arms"]:
+                key = _key("council-clean", "dose" if cell == "clean" else f"dose:{cell}", seed,
+                           row_id, arm)
+                if key not in seen:        # the clean cell is shared by every regime
+                    seen[key] = cells(key, lambda m=mode, k=k, p=p, c=cell, a=arm:
+                                      compute(m, k, p, c, a))
+                value = seen[key]
+                rows.append({"regime": regime, "mode": mode, "k": k, "p_wrong": p, "arm": arm,
+                             **value})
+    return {"arms": d["arms"], "p_grid": d["p_grid"],
+            "regimes": [f"{m} k={k}" for m, k in d["regimes"]], "rows": rows,
+            "n_tasks": len(clean),
+            "setup": "count-level corruption (corrupt_traces) of the clean council: each "
+                     "informative move of a corrupted seat is redirected to a wrong answer "
+                     "with probability p_wrong; persistent = the same seats on every task, "
+                     "rotating = seats drawn per task"}
+
+
+def _sleeper(cells: _Cells, cfg: dict) -> dict | None:
+    from ..adversarial._drift import sleeper_study
+
+    s, seed = cfg.get("sleeper"), cfg["seed"]
+    if not s:
+        return None
+    c = cfg["council"]
+    rel = c["reliabilities"][:3]
+
+    def compute(f):
+        study = sleeper_study(seed, [f], s["n_questions"], s["arms"], reliabilities=rel,
+                              compliance=s["compliance"],
+                              seeds_per_question=s["seeds_per_question"],
+                              n_splits=s["n_splits"])
+        keep = ("f", "arm", "accuracy", "ece_ew", "brier_mc", "drift", "floor", "drift_ratio",
+                "alarm")
+        return {"table": [{k: r[k] for k in keep} for r in study.table],
+                "n_tasks": study.config["n_tasks"]}
+
+    table, n_tasks = [], None
+    for f in s["f_grid"]:
+        v = cells(_key("council-sleeper", "sleeper", seed, f"f={f!r}", "*"),
+                  lambda f=f: compute(f))
+        table.extend(v["table"])
+        n_tasks = v["n_tasks"]
+    return {"arms": s["arms"], "f_grid": s["f_grid"], "table": table, "n_tasks": n_tasks,
+            "reliabilities": rel, "compliance": s["compliance"], "factor": 2.0,
+            "setup": "a persistent two-seat coalition (A1, A2) that turns adversarial; a "
+                     "fraction f of the calibration window is already attacked; supervised "
+                     "arms are fitted on the calibration window and deployed on attacked "
+                     "traces; the row-drift monitor compares calibration rows with a clean "
+                     "reference window"}
+
+
+# --------------------------------------------------------------------------- DASE
+
+def _dase_records(records, gold, benchmark) -> list[dict]:
+    from ..datasets._llm import normalize_dase_answer
+
+    out = []
+    for r in records:
+        g = gold.get(r.idx)
+        ans = None if r.answer is None else normalize_dase_answer(r.answer, benchmark)
+        ok = g is not None and ans is not None and ans == normalize_dase_answer(str(g), benchmark)
+        out.append({"idx": int(r.idx), "commit": r.commit, "answer": r.answer,
+                    "gold": None if g is None else str(g), "correct": bool(ok),
+                    "steps": int(r.steps), "final_x": r.final_x,
+                    "g": _round(r.g), "x": None if r.x is None else [int(v) for v in r.x],
+                    "winner": [None if w is None else str(w) for w in r.winner],
+                    "flagged": bool(r.flagged), "truncated": bool(r.truncated)})
+    return out
+
+
+def _partition_and_gap(records, gold, benchmark, seed, n_boot) -> dict:
+    import jax
+
+    from ..stopping._rules import commit_partition, routing_gap
+
+    part = commit_partition(records, gold, benchmark)
+    try:
+        gap = routing_gap(jax.random.key(seed), records, gold, benchmark, n_boot=n_boot)
+    except Exception as err:                 # an empty bucket: report, do not fail the demo
+        gap = {"error": str(err)}
+    return {"partition": {k: {"n": v[0], "correct": v[1], "accuracy": v[2]}
+                          for k, v in part.items()},
+            "routing_gap": {k: v for k, v in gap.items() if not isinstance(v, (list, tuple))}}
+
+
+def _dase(cells: _Cells, cfg: dict) -> dict:
+    from ..datasets._llm import recover_dase_gold
+    from ..stopping._rules import file_settings, replay_history, resimulate
+    from ..datasets import DASE_EXCERPTS
+
+    d, seed = cfg["dase"], cfg["seed"]
+    out = []
+    for name in d["excerpts"]:
+        info = _DASE_EXCERPT_INFO[name]
+        path = DASE_EXCERPTS[name]
+        benchmark = info["benchmark"]
+        gold = recover_dase_gold([path], benchmark)
+        replays = []
+        for empty_g in d["empty_g"]:
+            def compute(empty_g=empty_g):
+                records = replay_history(path, empty_g=empty_g)
+                return {"empty_g": empty_g,
+                        "records": _dase_records(records, gold, benchmark),
+                        **_partition_and_gap(records, gold, benchmark, seed, d["n_boot"])}
+            replays.append(cells(_key(f"dase:{name}", "replay", seed, f"empty_g={empty_g!r}",
+                                      "spatial"), compute))
+        resim = None
+        if name in d["resimulate"]:
+            grid = d["resimulate"][name]
+
+            def compute_resim(grid=grid):
+                res = resimulate(path, grid, empty_g=0.5)
+                rows = []
+                for W, records in res.items():
+                    pg = _partition_and_gap(records, gold, benchmark, seed, d["n_boot"])
+                    rows.append({"W": int(W),
+                                 "mean_steps": float(np.mean([r.steps for r in records])),
+                                 **pg})
+                return {"empty_g": 0.5, "rows": rows}
+            resim = cells(_key(f"dase:{name}", "resimulate", seed,
+                               "W=" + ",".join(map(str, grid)), "spatial"), compute_resim)
+        settings = file_settings(path)
+        out.append({"name": name, "title": info["title"], "benchmark": benchmark,
+                    "file": Path(path).name, "n_gold": len(gold),
+                    "settings": _clean(settings) if isinstance(settings, dict) else None,
+                    "replays": replays, "resimulate": resim})
+    return {"excerpts": out, "trajectories": d["trajectories"],
+            "source": "bundled excerpts of the released DASE council logs (Apache-2.0; see "
+                      "NOTICE); gold recovered from the logs' own correctness flags"}
+
+
+# --------------------------------------------------------------------------- driver
+
+def _progress(enabled: bool):
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    return Progress(TextColumn("[bold]bda demo[/] {task.description:<46}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), disable=not enabled,
+                    transient=False)
+
+
+def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
+             progress: bool = True, resume: bool = True) -> dict:
+    """Run the demo into ``out_dir`` and return the results written to ``results.json``.
+
+    Writes ``out_dir/results.json`` (schema_version 1), ``out_dir/index.html`` (self-contained:
+    every figure is an embedded PNG) and the cell cache ``out_dir/demo-cache.jsonl``. With
+    ``resume`` (default) finished cells are read back from that cache (an interrupted demo
+    resumes; ``results["cache"]`` says how many cells were loaded and how many computed);
+    ``resume=False`` starts afresh. ``quick`` runs a reduced grid (a few seconds of compute,
+    for tests). ``progress`` shows a rich progress bar on stderr.
+    """
+    from .. import __version__
+    from .._core.cache import fingerprint
+    from .._core.io import atomic_write
+    from ._html import render_report
+
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = demo_config(seed, quick)
+    fp = fingerprint("bda_jax.demo", _CACHE_VERSION, __version__, cfg)
+    cache_path = out / CACHE_NAME
+    cache, reset = _open_cache(cache_path, fp, resume)
+    timings = {}
+    with _progress(progress) as bar:
+        task = bar.add_task("starting", total=_n_cells(cfg))
+        cells = _Cells(cache, bar, task)
+        sections = {}
+        for name, fn in (("bluebirds", _bluebirds), ("council", _council), ("dose", _dose),
+                         ("sleeper", _sleeper), ("dase", _dase)):
+            t0 = time.perf_counter()
+            sections[name] = fn(cells, cfg)
+            timings[name] = round(time.perf_counter() - t0, 2)
+        bar.update(task, description="done")
+
+    import jax
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": RESULTS_KIND,
+        "bda_jax_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "config": cfg,
+        "environment": {"python": platform.python_version(), "jax": jax.__version__,
+                        "platform": platform.platform(), "cpus": os.cpu_count(),
+                        "backend": jax.default_backend()},
+        "cache": {"file": CACHE_NAME, "loaded": cells.loaded, "computed": cells.computed,
+                  "total": cells.loaded + cells.computed, "reset": reset},
+        "datasets": {"bluebirds": sections["bluebirds"], "council": sections["council"]},
+        "dose_response": sections["dose"],
+        "sleeper": sections["sleeper"],
+        "dase": sections["dase"],
+        "timings_s": timings,
+    }
+    results["timings_s"]["compute"] = round(time.perf_counter() - t_start, 2)
+    results = _clean(results)
+    t_render = time.perf_counter()
+    render_report(results, out)              # validates the results before anything is written
+    results["timings_s"]["render"] = round(time.perf_counter() - t_render, 2)
+    results["timings_s"]["total"] = round(time.perf_counter() - t_start, 2)
+    import json
+    atomic_write(out / "results.json",
+                 lambda h: h.write(json.dumps(results, indent=1, allow_nan=False) + "\n"),
+                 suffix=".json")
+    return results

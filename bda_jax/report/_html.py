@@ -1,0 +1,776 @@
+"""Self-contained HTML report of a ``bda demo`` run (``results.json`` -> ``index.html``).
+
+:func:`render_report` draws every figure with matplotlib (off-screen, Agg), embeds each as a
+base64 PNG ``data:`` URI and writes one HTML file with inline CSS: no JavaScript, no external
+file, no network, so the page can be mailed or archived as is. Every string taken from the
+results (arm names, agent ids, answers, file names) is HTML-escaped. :func:`load_results` reads
+a ``results.json`` back and checks its schema (a typed :class:`~bda_jax.ArtifactError` names the
+offending field), so ``bda report results.json --out DIR`` re-renders a report without rerunning
+anything.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .._core.errors import ArtifactError
+from .._core.io import atomic_write, read_json_file
+
+__all__ = ["render_report", "load_results", "validate_results", "SCHEMA_VERSION",
+           "RESULTS_KIND"]
+
+SCHEMA_VERSION = 1
+RESULTS_KIND = "bda_jax.demo_results"
+
+# --------------------------------------------------------------------------- schema
+
+_REQUIRED_ROW = ("accuracy", "ece_ew", "brier_mc")
+
+
+def _fail(reason: str, field: str, file=None):
+    return ArtifactError(reason, file=file, field=field)
+
+
+def _need(obj: dict, name: str, kind, where: str, file, optional: bool = False):
+    field = f"{where}.{name}" if where else name
+    if name not in obj:
+        if optional:
+            return None
+        raise _fail("missing", field, file)
+    value = obj[name]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise _fail(f"expected {names}, got {type(value).__name__}", field, file)
+    return value
+
+
+def validate_results(results: Any, file=None) -> dict:
+    """Check the structure of demo results (the dict :func:`run_demo` returns); returns it.
+
+    Raises :class:`~bda_jax.ArtifactError` naming the first offending field, e.g.
+    ``datasets.council.arms[2].row.accuracy``.
+
+    >>> validate_results({"schema_version": 99, "kind": "bda_jax.demo_results"})
+    Traceback (most recent call last):
+    ...
+    bda_jax._core.errors.ArtifactError: field 'schema_version': schema_version 99 is not readable by this bda_jax (reads 1..1)
+    """
+    if not isinstance(results, dict):
+        raise _fail(f"results must be a JSON object, got {type(results).__name__}", "results",
+                    file)
+    version = _need(results, "schema_version", int, "", file)
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise _fail(f"schema_version {version!r} is not readable by this bda_jax "
+                    f"(reads 1..{SCHEMA_VERSION})", "schema_version", file)
+    kind = _need(results, "kind", str, "", file)
+    if kind != RESULTS_KIND:
+        raise _fail(f"not demo results (kind {kind!r}, expected {RESULTS_KIND!r})", "kind", file)
+    _need(results, "config", dict, "", file)
+    datasets = _need(results, "datasets", dict, "", file)
+    for name, block in datasets.items():
+        where = f"datasets.{name}"
+        if not isinstance(block, dict):
+            raise _fail(f"expected object, got {type(block).__name__}", where, file)
+        arms = _need(block, "arms", list, where, file)
+        for i, arm in enumerate(arms):
+            aw = f"{where}.arms[{i}]"
+            if not isinstance(arm, dict):
+                raise _fail(f"expected object, got {type(arm).__name__}", aw, file)
+            _need(arm, "arm", str, aw, file)
+            row = _need(arm, "row", dict, aw, file)
+            for metric in _REQUIRED_ROW:
+                if metric not in row:
+                    raise _fail("missing", f"{aw}.row.{metric}", file)
+                if row[metric] is not None and not _is_number(row[metric]):
+                    raise _fail(f"expected a number or null, got {type(row[metric]).__name__}",
+                                f"{aw}.row.{metric}", file)
+            _need(arm, "bins", dict, aw, file, optional=True)
+            _need(arm, "ci", dict, aw, file, optional=True)
+        weights = _need(block, "weights", dict, where, file, optional=True)
+        if weights is not None:
+            agents = _need(weights, "agents", list, f"{where}.weights", file)
+            for col in ("weight", "reliability"):
+                vals = _need(weights, col, list, f"{where}.weights", file)
+                if len(vals) != len(agents):
+                    raise _fail(f"has {len(vals)} entries for {len(agents)} agents",
+                                f"{where}.weights.{col}", file)
+    dose = _need(results, "dose_response", dict, "", file, optional=True)
+    if dose is not None:
+        rows = _need(dose, "rows", list, "dose_response", file)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or not {"regime", "arm", "p_wrong"} <= set(row):
+                raise _fail("each row needs regime, arm and p_wrong", f"dose_response.rows[{i}]",
+                            file)
+    sleeper = _need(results, "sleeper", dict, "", file, optional=True)
+    if sleeper is not None:
+        rows = _need(sleeper, "table", list, "sleeper", file)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or not {"f", "arm"} <= set(row):
+                raise _fail("each row needs f and arm", f"sleeper.table[{i}]", file)
+    dase = _need(results, "dase", dict, "", file, optional=True)
+    if dase is not None:
+        excerpts = _need(dase, "excerpts", list, "dase", file)
+        for i, ex in enumerate(excerpts):
+            ew = f"dase.excerpts[{i}]"
+            if not isinstance(ex, dict):
+                raise _fail(f"expected object, got {type(ex).__name__}", ew, file)
+            replays = _need(ex, "replays", list, ew, file)
+            for j, rep in enumerate(replays):
+                if not isinstance(rep, dict):
+                    raise _fail("expected object", f"{ew}.replays[{j}]", file)
+                _need(rep, "records", list, f"{ew}.replays[{j}]", file)
+                _need(rep, "partition", dict, f"{ew}.replays[{j}]", file)
+    return results
+
+
+def load_results(path) -> dict:
+    """Read and validate a demo ``results.json``; :class:`~bda_jax.ArtifactError` (naming the
+    file and field) if it cannot be opened, is not JSON, or does not match the schema."""
+    path = os.fspath(path)
+    results = read_json_file(path, ArtifactError, "results")
+    return validate_results(results, file=path)
+
+
+# --------------------------------------------------------------------------- formatting
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _num(x, digits: int = 3) -> str:
+    if not _is_number(x) or not math.isfinite(float(x)):
+        return "—"
+    return f"{float(x):.{digits}f}"
+
+
+def _pct(x, digits: int = 1) -> str:
+    return "—" if not _is_number(x) else f"{100 * float(x):.{digits}f} %"
+
+
+def _ci(pair, digits: int = 3) -> str:
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        return ""
+    if not all(_is_number(v) for v in pair):
+        return ""
+    return f"[{_num(pair[0], digits)}, {_num(pair[1], digits)}]"
+
+
+def _e(x) -> str:
+    """HTML-escaped text of anything."""
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def _f(x) -> float:
+    return float(x) if _is_number(x) else float("nan")
+
+
+# --------------------------------------------------------------------------- figures
+
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _figure(w: float, h: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=96)
+    return fig
+
+
+def _png(fig) -> str:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _img(uri: str, alt: str, cls: str = "") -> str:
+    c = f' class="{_e(cls)}"' if cls else ""
+    return f'<img{c} src="{uri}" alt="{_e(alt)}">'
+
+
+def _fig_reliability(arm: dict) -> str:
+    bins = arm.get("bins") or {}
+    conf = [_f(v) for v in bins.get("confidence") or []]
+    acc = [_f(v) for v in bins.get("accuracy") or []]
+    count = [_f(v) for v in bins.get("count") or []]
+    M = len(acc) or 10
+    fig = _figure(2.7, 2.7)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1], [0, 1], ls="--", lw=1, color="#888")
+    centers = [(m + 0.5) / M for m in range(M)]
+    total = sum(c for c in count if math.isfinite(c)) or 1.0
+    for m in range(min(M, len(acc))):
+        if not math.isfinite(acc[m]):
+            continue
+        share = count[m] / total if m < len(count) and math.isfinite(count[m]) else 0.0
+        ax.bar(centers[m], acc[m], width=1.0 / M, color="#1f77b4",
+               alpha=0.35 + 0.65 * min(1.0, 3 * share), edgecolor="white", lw=0.5)
+        if m < len(conf) and math.isfinite(conf[m]):
+            ax.plot([conf[m]], [acc[m]], "o", ms=3, color="#d62728")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence", fontsize=8)
+    ax.set_ylabel("accuracy", fontsize=8)
+    row = arm.get("row") or {}
+    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}", fontsize=9)
+    ax.tick_params(labelsize=7)
+    return _png(fig)
+
+
+def _fig_weights(weights: dict, sort: bool) -> str:
+    agents = [str(a) for a in weights.get("agents") or []]
+    w = [_f(v) for v in weights.get("weight") or []]
+    r = [_f(v) for v in weights.get("reliability") or []]
+    adv = set(map(str, weights.get("adversaries") or []))
+    chance = _f(weights.get("chance"))
+    order = list(range(len(agents)))
+    if sort:
+        order.sort(key=lambda i: (-w[i] if math.isfinite(w[i]) else math.inf))
+    n = len(order)
+    fig = _figure(max(5.5, 0.17 * n + 2.5), 4.6)
+    ax1, ax2 = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
+    xs = range(n)
+    colors = ["#d62728" if agents[i] in adv else ("#ff7f0e" if w[i] < 0 else "#1f77b4")
+              for i in order]
+    ax1.bar(xs, [w[i] if math.isfinite(w[i]) else 0 for i in order], color=colors)
+    ax1.axhline(0, color="black", lw=0.8)
+    ax1.set_ylabel("evidence weight\n(log-odds per move)", fontsize=8)
+    ax2.bar(xs, [r[i] if math.isfinite(r[i]) else 0 for i in order], color=colors)
+    mu = [_f(v) for v in weights.get("prior_mean") or []]
+    if len(mu) == len(agents):
+        ax2.plot(list(xs), [mu[i] for i in order], "o", ms=3, color="black", label="prior mean μ_i")
+        ax2.legend(fontsize=7, loc="upper right")
+    if math.isfinite(chance):
+        ax2.axhline(chance, color="black", lw=0.8, ls="--")
+        ax2.text(-0.5, chance, " chance", va="bottom", ha="left", fontsize=7)
+    ax2.set_ylim(0, 1)
+    ax2.set_ylabel("reliability r_i", fontsize=8)
+    for ax in (ax1, ax2):
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([agents[i] for i in order], rotation=90 if n > 8 else 0, fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlim(-0.6, n - 0.4)
+    from matplotlib.patches import Patch
+    handles = [Patch(color="#1f77b4", label="weight > 0"), Patch(color="#ff7f0e", label="weight < 0")]
+    if adv:
+        handles.append(Patch(color="#d62728", label="coalition seat"))
+    ax1.legend(handles=handles, fontsize=7, loc="best")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _fig_dose(dose: dict) -> str:
+    regimes = list(dose.get("regimes") or dict.fromkeys(r["regime"] for r in dose["rows"]))
+    arms = list(dose.get("arms") or dict.fromkeys(r["arm"] for r in dose["rows"]))
+    fig = _figure(3.2 * max(1, len(regimes)), 3.0)
+    for j, regime in enumerate(regimes):
+        ax = fig.add_subplot(1, len(regimes), j + 1)
+        for a, arm in enumerate(arms):
+            pts = sorted((_f(r["p_wrong"]), _f(r.get("accuracy"))) for r in dose["rows"]
+                         if r["regime"] == regime and r["arm"] == arm)
+            ax.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
+                    color=_COLORS[a % len(_COLORS)], label=arm)
+        ax.set_title(regime, fontsize=9)
+        ax.set_xlabel("p_wrong (dose)", fontsize=8)
+        ax.set_ylim(-0.02, 1.02)
+        ax.tick_params(labelsize=7)
+        if j == 0:
+            ax.set_ylabel("accuracy", fontsize=8)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _fig_sleeper(sl: dict) -> str:
+    arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
+    fig = _figure(7.0, 3.0)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for a, arm in enumerate(arms):
+        pts = sorted((_f(r["f"]), _f(r.get("accuracy"))) for r in sl["table"] if r["arm"] == arm)
+        ax1.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
+                 color=_COLORS[a % len(_COLORS)], label=arm)
+    ax1.set_xlabel("f (attacked share of the calibration window)", fontsize=8)
+    ax1.set_ylabel("deployment accuracy", fontsize=8)
+    ax1.set_ylim(-0.02, 1.02)
+    ax1.legend(fontsize=7)
+    first = {}
+    for r in sl["table"]:
+        first.setdefault(_f(r["f"]), r)
+    fs = sorted(first)
+    ax2.plot(fs, [_f(first[f].get("drift_ratio")) for f in fs], "o-", ms=3, color="#444",
+             label="drift / noise floor")
+    factor = _f(sl.get("factor", 2.0))
+    if math.isfinite(factor):
+        ax2.axhline(factor, color="#d62728", ls="--", lw=1, label=f"alarm at {factor:g}x")
+    ax2.set_xlabel("f", fontsize=8)
+    ax2.set_ylabel("row-drift ratio", fontsize=8)
+    ax2.legend(fontsize=7)
+    for ax in (ax1, ax2):
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def pick_trajectories(records: Sequence[dict], n: int) -> list[dict]:
+    """Up to ``n`` problems for the trajectory figure, covering every commit kind present.
+
+    >>> recs = [{"commit": c, "idx": i} for i, c in enumerate(["right_wall"] * 4 + ["left_wall"])]
+    >>> [r["idx"] for r in pick_trajectories(recs, 3)]
+    [0, 4, 1]
+    """
+    by_kind: dict[str, list] = {}
+    for r in records:
+        by_kind.setdefault(str(r.get("commit")), []).append(r)
+    chosen, depth = [], 0
+    while len(chosen) < n and any(depth < len(v) for v in by_kind.values()):
+        for kind in by_kind:
+            if depth < len(by_kind[kind]) and len(chosen) < n:
+                chosen.append(by_kind[kind][depth])
+        depth += 1
+    return chosen
+
+
+def _fig_dase_traj(records: Sequence[dict], W) -> str:
+    fig = _figure(7.0, 3.1)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for i, r in enumerate(records):
+        g = [_f(v) for v in r.get("g") or []]
+        rounds = list(range(1, len(g) + 1))
+        mark = "✓" if r.get("correct") else "✗"
+        label = f"#{r.get('idx')} {r.get('commit')} {mark}"
+        color = _COLORS[i % len(_COLORS)]
+        ax1.plot(rounds, g, "o-", ms=3, lw=1.2, color=color, label=label)
+        x = r.get("x")
+        if x:
+            ax2.step([0] + list(range(1, len(x) + 1)), [0] + [_f(v) for v in x], where="post",
+                     lw=1.4, color=color)
+    ax1.axhline(0.5, color="#888", ls=":", lw=1)
+    ax1.set_ylim(0, 1.02)
+    ax1.set_xlabel("round", fontsize=8)
+    ax1.set_ylabel("evidence score g", fontsize=8)
+    ax1.legend(fontsize=6, loc="lower right")
+    if _is_number(W):
+        for y, name in ((W, "right wall: dispatch"), (-W, "left wall: flag")):
+            ax2.axhline(y, color="#d62728" if y < 0 else "#2ca02c", lw=1, ls="--")
+            ax2.text(0.1, y, name, fontsize=7, va="bottom" if y < 0 else "top")
+        ax2.set_ylim(-W - 0.8, W + 0.8)
+    ax2.set_xlabel("round", fontsize=8)
+    ax2.set_ylabel("arena position x", fontsize=8)
+    for ax in (ax1, ax2):
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+_KINDS = ("right_wall", "consensus", "left_wall", "fallback", "running")
+
+
+def _fig_partition(excerpt: dict) -> str:
+    replays = excerpt.get("replays") or []
+    fig = _figure(6.0, 0.9 + 0.6 * max(1, len(replays)))
+    ax = fig.add_subplot(1, 1, 1)
+    labels = []
+    for y, rep in enumerate(replays):
+        recs = rep.get("records") or []
+        left = 0
+        for kind in _KINDS:
+            ok = sum(1 for r in recs if r.get("commit") == kind and r.get("correct"))
+            bad = sum(1 for r in recs if r.get("commit") == kind and not r.get("correct"))
+            color = {"right_wall": "#2ca02c", "consensus": "#2ca02c", "left_wall": "#d62728",
+                     "fallback": "#ff7f0e", "running": "#7f7f7f"}[kind]
+            total = max(1, len(recs))
+            if ok:
+                ax.barh(y, ok, left=left, color=color, edgecolor="white")
+                if ok / total >= 0.08:
+                    ax.text(left + ok / 2, y, f"{kind}\n✓ {ok}", ha="center", va="center",
+                            fontsize=6)
+                left += ok
+            if bad:
+                ax.barh(y, bad, left=left, color=color, alpha=0.45, edgecolor="white",
+                        hatch="//")
+                if bad / total >= 0.05:
+                    ax.text(left + bad / 2, y, f"✗ {bad}", ha="center", va="center", fontsize=6)
+                left += bad
+        labels.append(f"empty_g = {rep.get('empty_g')}")
+    ax.set_yticks(list(range(len(replays))))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("problems (solid: correct, hatched: wrong)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- HTML pieces
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1b1b;
+background:#fafafa;line-height:1.45}
+main{max-width:1120px;margin:0 auto;padding:1.5rem 1.5rem 3rem;background:#fff}
+h1{font-size:1.7rem;margin:.2rem 0}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;
+margin-top:2.2rem}h3{margin-top:1.4rem}
+.meta{color:#555;font-size:.9rem}
+table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.86rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right;vertical-align:top}
+th{background:#f1f3f6}td.l,th.l{text-align:left}
+td.best{font-weight:700;background:#eef8ee}
+.ci{color:#666;font-size:.78rem}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:.4rem}
+.grid figure{margin:0}img{max-width:100%;height:auto}
+figure{margin:.6rem 0}figcaption{font-size:.82rem;color:#555}
+.note{background:#f6f8fa;border-left:4px solid #8aa;padding:.4rem .8rem;font-size:.88rem}
+nav ul{columns:2;font-size:.9rem}code{background:#f1f1f1;padding:0 .2rem;border-radius:3px}
+.neg{color:#b00}.small{font-size:.82rem}
+"""
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """``head`` escaped here; ``rows`` are cell HTML (already escaped by the caller)."""
+    th = "".join(f'<th class="l">{_e(h)}</th>' if i < left else f"<th>{_e(h)}</th>"
+                 for i, h in enumerate(head))
+    body = []
+    for row in rows:
+        tds = []
+        for i, cell in enumerate(row):
+            cls = []
+            if i < left:
+                cls.append("l")
+            if isinstance(cell, tuple):          # (html, "best")
+                cell, flag = cell
+                cls.append(flag)
+            c = f' class="{" ".join(cls)}"' if cls else ""
+            tds.append(f"<td{c}>{cell}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _with_ci(value, ci, digits=3) -> str:
+    c = _ci(ci, digits)
+    return _e(_num(value, digits)) + (f' <span class="ci">{_e(c)}</span>' if c else "")
+
+
+def _metrics_table(block: dict) -> str:
+    arms = block["arms"]
+    ref = block.get("reference", "majority")
+    acc = [_f(a["row"].get("accuracy")) for a in arms]
+    ece = [_f(a["row"].get("ece_ew")) for a in arms]
+    bri = [_f(a["row"].get("brier_mc")) for a in arms]
+
+    def best(vals, i, lower):
+        finite = [v for v in vals if math.isfinite(v)]
+        if not finite or not math.isfinite(vals[i]):
+            return False
+        return vals[i] == (min(finite) if lower else max(finite))
+
+    rows = []
+    for i, a in enumerate(arms):
+        row, ci = a["row"], a.get("ci") or {}
+        vs = (a.get("vs_reference") or {}).get("accuracy") or {}
+        delta = "—" if a["arm"] == ref or not vs else (
+            _e(f"{100 * _f(vs.get('delta')):+.1f} pp") + (
+                f' <span class="ci">{_e("[%+.1f, %+.1f]" % (100 * _f(vs.get("ci_low")), 100 * _f(vs.get("ci_high"))))}</span>'
+                if _is_number(vs.get("ci_low")) and _is_number(vs.get("ci_high")) else ""))
+        sel = a.get("selected")
+        sel_txt = ""
+        if isinstance(sel, list) and sel and isinstance(sel[0], dict):
+            sel_txt = ", ".join(f"{k}={v:g}" if _is_number(v) else f"{k}={v}"
+                                for k, v in sel[0].items())
+        cells = [
+            _e(a["arm"]),
+            (_with_ci(row.get("accuracy"), ci.get("accuracy")), "best") if best(acc, i, False)
+            else _with_ci(row.get("accuracy"), ci.get("accuracy")),
+            delta,
+            (_with_ci(row.get("ece_ew"), ci.get("ece_ew")), "best") if best(ece, i, True)
+            else _with_ci(row.get("ece_ew"), ci.get("ece_ew")),
+            (_with_ci(row.get("brier_mc"), ci.get("brier_mc")), "best") if best(bri, i, True)
+            else _with_ci(row.get("brier_mc"), ci.get("brier_mc")),
+            _e(_num(row.get("nll"))),
+            _e(_num(row.get("auroc"))),
+            f'<span class="small">{_e(sel_txt)}</span>',
+        ]
+        rows.append(cells)
+    head = ["arm", "accuracy [95% CI]", f"Δ accuracy vs {ref} [95% CI]", "ECE (10 bins) [95% CI]",
+            "Brier (multiclass) [95% CI]", "NLL", "AUROC", "selected (outer fold 1)"]
+    return _table(head, rows)
+
+
+def _weights_table(weights: dict) -> str:
+    agents = weights.get("agents") or []
+    adv = set(map(str, weights.get("adversaries") or []))
+    rows = []
+    for i, a in enumerate(agents):
+        w = (weights.get("weight") or [None] * len(agents))[i]
+        neg = _is_number(w) and w < 0
+        wtxt = _e(_num(w))
+        rows.append([_e(a) + (" <b>(coalition)</b>" if str(a) in adv else ""),
+                     _e(_num((weights.get("reliability") or [None] * len(agents))[i])),
+                     _e(_num((weights.get("prior_mean") or [None] * len(agents))[i])),
+                     f'<span class="neg">{wtxt}</span>' if neg else wtxt,
+                     _e(_num((weights.get("n_moves") or [None] * len(agents))[i], 0))])
+    return _table(["agent", "reliability r_i", "prior mean μ_i", "weight", "moves"], rows)
+
+
+def _dataset_section(block: dict, anchor: str) -> str:
+    parts = [f'<section id="{_e(anchor)}"><h2>{_e(block.get("title", block.get("name")))}</h2>']
+    facts = (f"{block.get('n_tasks')} tasks ({block.get('n_labeled')} with gold), "
+             f"{block.get('n_agents')} agents, K = {block.get('K')} candidates; every arm on the "
+             f"same {block.get('folds')} outer folds (out-of-fold predictions; supervised arms "
+             "fitted on the labeled tasks of the other folds).")
+    parts.append(f'<p class="meta">{_e(facts)}</p>')
+    if block.get("source"):
+        parts.append(f'<p class="meta">Source: {_e(block["source"])}</p>')
+    setup = block.get("setup")
+    if isinstance(setup, dict):
+        adv = setup.get("adversaries") or {}
+        text = (f"simulate_council: {setup.get('n_questions')} questions × "
+                f"{setup.get('seeds_per_question')} seeds, seat reliabilities "
+                f"{', '.join(_num(v, 2) for v in setup.get('reliabilities') or [])}; coalition "
+                + ", ".join(f"{a} (complies on {_pct(p, 0)} of tasks)" for a, p in adv.items())
+                + ", arguing one shared wrong answer (the question's distractor), with contagion "
+                  "of the honest seats.")
+        parts.append(f'<p class="meta">Setup: {_e(text)}</p>')
+    coal = block.get("coalition")
+    if isinstance(coal, dict):
+        parts.append("<h3>The coalition</h3>")
+        parts.append(_table(["compliance", "genuine-seat flip rate", "effective corrupted share",
+                             "nominal share", "attacked tasks"],
+                            [[_e(_num(coal.get("compliance"))),
+                              _e(_num(coal.get("genuine_flip_rate"))),
+                              _e(_num(coal.get("effective_corrupted_fraction"))),
+                              _e(_num(coal.get("nominal_fraction"))),
+                              _e(coal.get("attacked_tasks"))]], left=0))
+    parts.append("<h3>Accuracy, calibration and Brier score per arm</h3>")
+    parts.append(_metrics_table(block))
+    ci = next((a.get("ci") for a in block["arms"] if a.get("ci")), None)
+    if ci:
+        parts.append(f'<p class="note">Intervals: {_e(ci.get("n_resamples"))} cluster-bootstrap '
+                     f'resamples over {_e(ci.get("n_units"))} units (percentile 95 %); Δ is the '
+                     'paired bootstrap against the reference arm. Bold: best in column.</p>')
+    parts.append("<h3>Reliability diagrams</h3><div class=\"grid\">")
+    for a in block["arms"]:
+        if a.get("bins"):
+            parts.append(f"<figure>{_img(_fig_reliability(a), 'reliability diagram of ' + a['arm'])}"
+                         "</figure>")
+    parts.append("</div><p class=\"meta\">Bars: accuracy per equal-width confidence bin "
+                 "(darker = more tasks); red dots: mean confidence in the bin; dashed: perfect "
+                 "calibration.</p>")
+    weights = block.get("weights")
+    if isinstance(weights, dict) and weights.get("agents"):
+        hp = weights.get("hyperparameters") or {}
+        parts.append("<h3>Per-agent reliabilities and evidence weights</h3>")
+        parts.append(f"<figure>{_img(_fig_weights(weights, sort=len(weights['agents']) > 8), 'per-agent weights')}"
+                     "<figcaption>BDA per-agent (Eq. 3) fitted on every labeled task; prior "
+                     f"hyperparameters {_e(', '.join(f'{k}={v}' for k, v in hp.items()))} from "
+                     f"{_e(weights.get('hyperparameters_from', 'the fit'))}. "
+                     "Weight = log(μ_i (K−1) / (1 − μ_i)), the log-odds one consistent move adds over "
+                     "chance, with prior mean μ_i = b + κ (r_i − r̄) (black dots). An agent whose "
+                     "μ_i falls below chance 1/K gets a <b>negative</b> weight: BDA reads its "
+                     "endorsements as evidence <i>against</i> the answer (with κ &gt; 0 the prior "
+                     "is centred on the pool, so an agent far below the pool's mean reliability "
+                     "is inverted).</figcaption></figure>")
+        n_neg = sum(1 for v in weights.get("weight") or [] if _is_number(v) and v < 0)
+        parts.append(f'<p class="meta">{_e(n_neg)} of {_e(len(weights["agents"]))} agents have a '
+                     "negative weight.</p>")
+        if len(weights["agents"]) <= 12:
+            parts.append(_weights_table(weights))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _dose_section(dose: dict) -> str:
+    parts = ['<section id="dose"><h2>Dose–response under count-level corruption</h2>',
+             f'<p class="meta">{_e(dose.get("setup", ""))}. {_e(dose.get("n_tasks"))} traces; '
+             "seed 003 Appendix F.3, Table 12 (small grid).</p>",
+             f"<figure>{_img(_fig_dose(dose), 'dose-response curves')}</figure>"]
+    p_grid = list(dose.get("p_grid") or sorted({r["p_wrong"] for r in dose["rows"]}))
+    rows = []
+    seen = []
+    for r in dose["rows"]:
+        k = (r["regime"], r["arm"])
+        if k not in seen:
+            seen.append(k)
+    for regime, arm in seen:
+        vals = {r["p_wrong"]: r.get("accuracy") for r in dose["rows"]
+                if r["regime"] == regime and r["arm"] == arm}
+        rows.append([_e(regime), _e(arm)] + [_e(_num(vals.get(p))) for p in p_grid])
+    parts.append("<h3>Accuracy</h3>")
+    parts.append(_table(["regime", "arm"] + [f"p={p:g}" for p in p_grid], rows, left=2))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _sleeper_section(sl: dict) -> str:
+    parts = ['<section id="sleeper"><h2>Sleeper coalition and the row-drift monitor</h2>',
+             f'<p class="meta">{_e(sl.get("setup", ""))}. Reliabilities '
+             f'{_e(sl.get("reliabilities"))}, compliance {_e(sl.get("compliance"))}; windows '
+             f'{_e(json.dumps(sl.get("n_tasks")))}. Seed 003 Appendix F.8, F.13.</p>',
+             f"<figure>{_img(_fig_sleeper(sl), 'sleeper curves and drift ratio')}</figure>"]
+    arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
+    fs = sorted({r["f"] for r in sl["table"]})
+    rows = []
+    for f in fs:
+        rs = {r["arm"]: r for r in sl["table"] if r["f"] == f}
+        any_r = next(iter(rs.values()))
+        rows.append([_e(f"{f:g}")] + [_e(_num(rs[a].get("accuracy"))) if a in rs else "—"
+                                      for a in arms]
+                    + [_e(_num(any_r.get("drift"))), _e(_num(any_r.get("floor"))),
+                       _e(_num(any_r.get("drift_ratio"), 2)),
+                       "yes" if any_r.get("alarm") else "no"])
+    parts.append(_table(["f"] + [f"{a} acc" for a in arms] + ["drift", "noise floor", "ratio",
+                                                              "alarm (any seat)"], rows))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _partition_rows(rep: dict) -> list:
+    rows = []
+    part = rep.get("partition") or {}
+    for kind, v in part.items():
+        if isinstance(v, dict):
+            rows.append([_e(kind), _e(v.get("n")), _e(v.get("correct")), _e(_pct(v.get("accuracy")))])
+    return rows
+
+
+def _gap_text(gap: dict) -> str:
+    if not isinstance(gap, dict) or "gap" not in gap:
+        return "—"
+    return (f"{100 * _f(gap.get('gap')):+.1f} pp [{100 * _f(gap.get('low')):+.1f}, "
+            f"{100 * _f(gap.get('high')):+.1f}]")
+
+
+def _dase_section(dase: dict) -> str:
+    parts = ['<section id="dase"><h2>DASE stopping: replay of the released logs</h2>',
+             f'<p class="meta">{_e(dase.get("source", ""))}. The spatial arena walks x by the '
+             "round's evidence score g; the right wall (+W) dispatches the round's plurality, the "
+             "left wall (−W) and the fallback flag the problem for review. empty_g = 0.5 "
+             "reproduces the logs; 0.0 is the paper's correction for all-empty rounds.</p>"]
+    n_traj = int(dase.get("trajectories") or 6)
+    for ex in dase["excerpts"]:
+        settings = ex.get("settings") or {}
+        W = settings.get("W")
+        parts.append(f'<h3>{_e(ex.get("title", ex.get("name")))}</h3>')
+        parts.append(f'<p class="meta">File <code>{_e(ex.get("file"))}</code>; gold recovered for '
+                     f'{_e(ex.get("n_gold"))} problems (an unrecovered one counts as wrong).</p>')
+        rows = []
+        for rep in ex["replays"]:
+            for r in _partition_rows(rep):
+                rows.append([_e(f"empty_g = {rep.get('empty_g')}")] + r)
+        parts.append(_table(["replay", "commit", "problems", "correct", "accuracy"], rows, left=2))
+        gaps = [[_e(f"empty_g = {rep.get('empty_g')}"), _e(_gap_text(rep.get("routing_gap"))),
+                 _e(_pct((rep.get("routing_gap") or {}).get("coverage")))]
+                for rep in ex["replays"]]
+        parts.append(_table(["replay", "routing gap: dispatched − rest [95% CI]",
+                             "coverage"], gaps))
+        parts.append(f"<figure>{_img(_fig_partition(ex), 'stop partition of ' + str(ex.get('name')))}"
+                     "<figcaption>Stop partition: where each problem committed, and whether the "
+                     "committed answer is right.</figcaption></figure>")
+        rep0 = ex["replays"][0] if ex["replays"] else None
+        if rep0 and rep0.get("records"):
+            picks = pick_trajectories(rep0["records"], n_traj)
+            parts.append(f"<figure>{_img(_fig_dase_traj(picks, W), 'evidence trajectories')}"
+                         "<figcaption>Evidence score g per round (left) and arena position x "
+                         f"(right) for {len(picks)} problems (replay with empty_g = "
+                         f"{_e(rep0.get('empty_g'))}); ✓ correct, ✗ wrong commit.</figcaption>"
+                         "</figure>")
+            trows = [[_e(r.get("idx")), _e(r.get("commit")), _e(r.get("answer")),
+                      _e(r.get("gold")), "✓" if r.get("correct") else "✗", _e(r.get("steps")),
+                      _e(" ".join(_num(v, 2) for v in r.get("g") or []))] for r in picks]
+            parts.append(_table(["problem", "commit", "answer", "gold", "", "rounds",
+                                 "g per round"], [r[:-1] + [(r[-1], "l")] for r in trows],
+                                left=1))
+        resim = ex.get("resimulate")
+        if isinstance(resim, dict) and resim.get("rows"):
+            rrows = []
+            for r in resim["rows"]:
+                part = r.get("partition") or {}
+                disp = part.get("right_wall") or {}
+                overall = part.get("overall") or {}
+                rrows.append([_e(f"W = {r.get('W')}"), _e(_num(r.get("mean_steps"), 1)),
+                              _e(f"{disp.get('n', 0)} ({_pct(disp.get('accuracy'))})"),
+                              _e(_pct(overall.get("accuracy"))),
+                              _e(_gap_text(r.get("routing_gap")))])
+            parts.append("<p>Offline re-simulation with smaller arenas (valid: a smaller W "
+                         "follows the same path and stops sooner):</p>")
+            parts.append(_table(["arena", "mean rounds", "dispatched n (acc)", "overall",
+                                 "routing gap [95% CI]"], rrows))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _header(results: dict) -> str:
+    cfg = results.get("config") or {}
+    cache = results.get("cache") or {}
+    timings = results.get("timings_s") or {}
+    env = results.get("environment") or {}
+    mode = "quick" if cfg.get("quick") else "full"
+    meta = (f"bda_jax {results.get('bda_jax_version', '?')} · {mode} run · seed "
+            f"{cfg.get('seed', '?')} · created {results.get('created', '?')} · "
+            f"computed in {timings.get('compute', timings.get('total', '?'))} s")
+    cells = (f"cells: {cache.get('computed', '?')} computed, {cache.get('loaded', '?')} loaded "
+             f"from the cache {cache.get('file', '')}")
+    if cache.get("reset"):
+        cells += f" (cache {cache['reset']})"
+    envs = ", ".join(f"{k} {v}" for k, v in env.items())
+    return (f"<header><h1>bda_jax demo report</h1><p class=\"meta\">{_e(meta)}<br>{_e(cells)}"
+            f"<br>{_e(envs)}</p></header>")
+
+
+def _html(results: dict) -> str:
+    sections, toc = [], []
+    for name, block in (results.get("datasets") or {}).items():
+        anchor = f"ds-{name}"
+        toc.append((anchor, block.get("title", name)))
+        sections.append(_dataset_section(block, anchor))
+    if results.get("dose_response"):
+        toc.append(("dose", "Dose–response"))
+        sections.append(_dose_section(results["dose_response"]))
+    if results.get("sleeper"):
+        toc.append(("sleeper", "Sleeper coalition and drift monitor"))
+        sections.append(_sleeper_section(results["sleeper"]))
+    if results.get("dase"):
+        toc.append(("dase", "DASE stopping replay"))
+        sections.append(_dase_section(results["dase"]))
+    nav = "<nav><ul>" + "".join(f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t in toc) \
+          + "</ul></nav>"
+    intro = ("<p>Calibrated probabilities from multi-agent deliberation records (Bayesian "
+             "Dialectical Argumentation), on data shipped with the package: a real crowd set, a "
+             "simulated council under attack, and excerpts of the DASE ensemble logs. "
+             "Regenerate with <code>bda demo</code>; re-render from the JSON with "
+             "<code>bda report results.json --out DIR</code>.</p>")
+    footer = ("<footer><p class=\"meta\">Data: Bluebirds (CUBAM, BSD licence), DASE council log "
+              "excerpts (Apache-2.0); see the package NOTICE. All numbers are in "
+              "<code>results.json</code> beside this file (schema_version "
+              f"{_e(results.get('schema_version'))}).</p></footer>")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<title>bda_jax demo report</title>"
+            f"<style>{_CSS}</style></head><body><main>{_header(results)}{intro}{nav}"
+            f"{''.join(sections)}{footer}</main></body></html>\n")
+
+
+def render_report(results: dict, out_dir) -> Path:
+    """Write ``out_dir/index.html`` (atomically) from demo results; return its path.
+
+    ``results``: the dict :func:`~bda_jax.report._demo.run_demo` returns (or
+    :func:`load_results` reads). It is validated first (:class:`~bda_jax.ArtifactError`).
+    """
+    validate_results(results)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    page = _html(results)
+    path = out / "index.html"
+    atomic_write(path, lambda h: h.write(page), suffix=".html")
+    return path
+
+

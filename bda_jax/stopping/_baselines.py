@@ -1,0 +1,270 @@
+"""DASE baselines and comparisons (seed 002 §4-§5, Appendix F): the SC70 / IMSC70 vote logs,
+self-consistency sliced to k samples, accuracy-versus-inferences curves, paired McNemar tests
+with Benjamini-Hochberg correction, and cost accounting from the logged fields.
+
+The baseline logs (``safe_SC70_*_Logs.jsonl``, ``safe_IMSC70_*_Logs.jsonl``) hold, per problem,
+70 sampled answers (``votes``) in the order they were drawn, the logged ``winner`` and its 0/1
+``acc`` flag, and the run's ``cost`` (``cost_total`` in the first AIME SC70 run). The paper's SC-k
+is "offline-sliced from a single k = 70 run" (§4): SC-k is the plurality of the first k votes.
+The logged winners fix the plurality convention: empty votes (``"empty"`` / ``""``) are skipped,
+answers are compared as raw strings, and a tie goes to the answer seen first -- this reproduces
+every logged ``winner`` and ``confidence`` (= winner count / non-empty votes); a problem with no
+non-empty vote logs ``"no_consensus"`` (here: answer ``None``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .._core.errors import DataError
+from ..datasets._llm import normalize_dase_answer
+
+EMPTY = ("empty", "")
+
+
+@dataclass
+class VoteLog:
+    """One SC70 / IMSC70 log: ``idx`` [B] problem ids, ``votes`` B lists of 70 raw answers
+    (``None`` = empty), logged ``winner`` [B] (``None`` for no consensus) and ``acc`` [B] flags,
+    ``cost`` [B] dollars, ``pool_inferences`` [B] (IMSC's 5 seeding calls; 0 for SC),
+    ``benchmark`` (``"aime"``/``"gpqa"``)."""
+
+    name: str
+    benchmark: str
+    idx: np.ndarray
+    votes: list
+    winner: list
+    acc: np.ndarray
+    cost: np.ndarray
+    pool_inferences: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+
+def load_vote_log(path) -> VoteLog:
+    """Read a ``safe_SC70_*_Logs.jsonl`` / ``safe_IMSC70_*_Logs.jsonl`` file (seed 002 §4).
+
+    Raises :class:`DataError` naming file, line and field on a malformed record.
+    """
+    path = Path(path)
+    idx, votes, winner, acc, cost, pool = [], [], [], [], [], []
+    bench = None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise DataError(f"cannot open the file: {err.strerror}", file=path) from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"invalid JSON: {err.msg}", file=path, line=lineno) from None
+        where = dict(file=path, line=lineno, task_id=rec.get("idx"))
+        for key in ("idx", "votes", "winner", "acc"):
+            if key not in rec:
+                raise DataError(f"the record has no {key!r}", field=key, **where)
+        v = rec["votes"]
+        if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+            raise DataError("'votes' must be a list of strings", field="votes", **where)
+        cat = rec.get("category") or ""
+        b = "gpqa" if str(cat).upper().startswith("GPQA") or "GPQA" in path.name else "aime"
+        if bench is None:
+            bench = b
+        elif b != bench:
+            raise DataError("the file mixes benchmarks", field="category", **where)
+        idx.append(int(rec["idx"]))
+        votes.append([None if a.strip() in EMPTY else a for a in v])
+        w = rec["winner"]
+        winner.append(None if w in ("no_consensus", "empty", "") else w)
+        acc.append(int(rec["acc"]))
+        c = rec.get("cost", rec.get("cost_total"))
+        cost.append(np.nan if c is None else float(c))
+        pool.append(int(rec.get("pool_inferences", 0)))
+    if not idx:
+        raise DataError("the file holds no record", file=path)
+    return VoteLog(path.name, bench, np.asarray(idx), votes, winner, np.asarray(acc),
+                   np.asarray(cost, float), np.asarray(pool))
+
+
+def encode_votes(votes: Sequence[Sequence[str | None]], k_max: int | None = None):
+    """Answer ids in first-seen order: ``ids`` int [B, k_max] (-1 = empty/padding) and per-row
+    vocabularies. Ids ascend with first appearance, so "ties to the first seen" = smallest id."""
+    k_max = k_max or max(len(v) for v in votes)
+    ids = np.full((len(votes), k_max), -1, np.int64)
+    vocabs = []
+    for b, row in enumerate(votes):
+        vocab: dict[str, int] = {}
+        for j, a in enumerate(row[:k_max]):
+            if a is not None:
+                ids[b, j] = vocab.setdefault(a, len(vocab))
+        vocabs.append(list(vocab))
+    return ids, vocabs
+
+
+def sc_k_winners(votes: Sequence[Sequence[str | None]], ks: Sequence[int] | None = None):
+    """SC-k answers (seed 002 §4): plurality of each problem's first k votes, empties skipped,
+    ties to the first seen; ``None`` where the first k votes are all empty.
+
+    votes: B lists of raw answers (``None`` = empty). Returns ``(ks [S], answers)`` with
+    ``answers[s][b]`` the SC-ks[s] answer of problem b.
+    """
+    ids, vocabs = encode_votes(votes)
+    B, K = ids.shape
+    ks = np.arange(1, K + 1) if ks is None else np.asarray(list(ks))
+    if (ks < 1).any() or (ks > K).any():
+        raise DataError(f"k must lie in 1..{K}", field="k")
+    V = max(1, max(len(v) for v in vocabs))
+    onehot = (ids[:, :, None] == np.arange(V)[None, None, :])        # [B, K, V]
+    cum = np.cumsum(onehot, axis=1)                                  # [B, K, V]
+    at_k = cum[:, ks - 1, :]                                         # [B, S, V]
+    win = at_k.argmax(-1)                                            # first max = smallest id
+    has = at_k.max(-1) > 0
+    answers = [[vocabs[b][win[b, s]] if has[b, s] else None for b in range(B)]
+               for s in range(len(ks))]
+    return ks, answers
+
+
+def correctness(answers: Sequence[str | None], idx: Sequence[int], gold: Mapping,
+                benchmark: str) -> np.ndarray:
+    """0/1 correctness [B]: normalized answer equals the recovered gold; no gold -> ``False``."""
+    out = np.zeros(len(answers), bool)
+    for b, (a, i) in enumerate(zip(answers, idx)):
+        g = gold.get(int(i))
+        if g is None or a is None:
+            continue
+        out[b] = normalize_dase_answer(a, benchmark) == normalize_dase_answer(str(g), benchmark)
+    return out
+
+
+def accuracy_both(ok: np.ndarray, idx: Sequence[int], gold: Mapping) -> dict:
+    """Accuracy under both denominators: ``all`` (every problem, unrecovered gold counted wrong,
+    as the logs' own flags and the DASE partition numbers) and ``recovered`` (problems with a
+    recovered gold only). ok: bool [B]."""
+    has = np.asarray([int(i) in gold for i in idx])
+    return {"n": int(len(ok)), "correct": int(ok.sum()), "all": float(ok.mean()),
+            "n_recovered": int(has.sum()),
+            "recovered": float(ok[has].mean()) if has.any() else float("nan")}
+
+
+def sc_curve(log: VoteLog, gold: Mapping) -> dict:
+    """Accuracy versus inferences for SC-k / IMSC-k, k = 1..70 (seed 002 Figure 3 / 14).
+
+    Inferences = k + the log's pool inferences (IMSC's 5 seeding calls; 0 for SC). Returns lists
+    ``k``, ``inferences``, ``acc_all``, ``acc_recovered`` and ``correct`` (counts)."""
+    ks, answers = sc_k_winners(log.votes)
+    pool = float(np.mean(log.pool_inferences))
+    rows = [accuracy_both(correctness(a, log.idx, gold, log.benchmark), log.idx, gold)
+            for a in answers]
+    return {"k": ks.tolist(), "inferences": (ks + pool).tolist(),
+            "correct": [r["correct"] for r in rows], "acc_all": [r["all"] for r in rows],
+            "acc_recovered": [r["recovered"] for r in rows]}
+
+
+# ----------------------------------------------------------------------------- tests
+def mcnemar_exact(a_ok, b_ok) -> dict:
+    """Exact McNemar test on paired 0/1 outcomes [B] (seed 002 §5, Figures 15-16): two-sided
+    binomial test of the discordant pairs, n10 ~ Bin(n10 + n01, 1/2)
+    (``scipy.stats.binomtest``); p = 1 when there is no discordant pair."""
+    from scipy.stats import binomtest
+
+    a_ok, b_ok = np.asarray(a_ok, bool), np.asarray(b_ok, bool)
+    if a_ok.shape != b_ok.shape:
+        raise DataError(f"paired outcomes differ in shape: {a_ok.shape} vs {b_ok.shape}",
+                        field="b_ok")
+    n10 = int((a_ok & ~b_ok).sum())
+    n01 = int((~a_ok & b_ok).sum())
+    p = 1.0 if n10 + n01 == 0 else float(binomtest(n10, n10 + n01, 0.5).pvalue)
+    return {"n": int(a_ok.size), "a_only": n10, "b_only": n01,
+            "diff": float(a_ok.mean() - b_ok.mean()), "p": p}
+
+
+def benjamini_hochberg(p) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (FDR step-up), same order as ``p`` [m]:
+    adj_(i) = min_{j >= i} min(1, m p_(j) / j) over the ascending order."""
+    p = np.asarray(p, float)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adj = np.minimum.accumulate(scaled[::-1])[::-1].clip(max=1.0)
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+def pairwise_mcnemar(outcomes: Mapping[str, np.ndarray], pairs=None) -> list[dict]:
+    """McNemar for every pair of methods (or the given ``pairs``) on the same problems, with
+    BH-adjusted p-values over that family (``p_bh``). outcomes: {method: bool [B]}."""
+    names = list(outcomes)
+    pairs = list(combinations(names, 2)) if pairs is None else list(pairs)
+    rows = [{"a": a, "b": b, **mcnemar_exact(outcomes[a], outcomes[b])} for a, b in pairs]
+    adj = benjamini_hochberg([r["p"] for r in rows])
+    for r, q in zip(rows, adj):
+        r["p_bh"] = float(q)
+    return rows
+
+
+# ----------------------------------------------------------------------------- DASE logs
+def dase_history_outcomes(path, gold: Mapping) -> dict:
+    """A DASE history file's committed answers, correctness and accounting: ``idx`` [B],
+    ``answer`` [B] (``cert.consensus``), ``ok`` bool [B], logged ``flag`` [B] (``final_acc``),
+    ``steps`` [B], ``inferences`` [B] = 5 x steps (seed 002 §4), ``tokens`` [B], ``cost`` [B]."""
+    path = Path(path)
+    out = {k: [] for k in ("idx", "answer", "flag", "steps", "tokens", "cost", "n_slots")}
+    bench = None
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        cert = rec.get("cert")
+        if not isinstance(cert, dict) or "consensus" not in cert:
+            raise DataError("the record has no cert.consensus", file=path, line=lineno,
+                            field="cert")
+        bench = bench or ("gpqa" if "GPQA" in str(rec.get("category", "")).upper()
+                          or "GPQA" in path.name else "aime")
+        out["idx"].append(int(rec["idx"]))
+        a = cert["consensus"]
+        out["answer"].append(None if not isinstance(a, str) or a.strip() in EMPTY else a)
+        out["flag"].append(int(cert.get("final_acc", 0)))
+        hist = rec.get("history") or []
+        out["steps"].append(int(cert.get("steps", len(hist))))
+        out["n_slots"].append(len(hist[0]["norms"]) if hist else 5)
+        out["tokens"].append(float(cert.get("tokens", np.nan)))
+        out["cost"].append(float(cert.get("cost", np.nan)))
+    res = {k: np.asarray(v) if k != "answer" else v for k, v in out.items()}
+    res["benchmark"] = bench
+    res["inferences"] = res["n_slots"] * res["steps"]
+    res["ok"] = correctness(res["answer"], res["idx"], gold, bench)
+    return res
+
+
+def cost_summary(cost, tokens=None, inferences=None) -> dict:
+    """Totals and per-problem means of the logged cost [B] (dollars), tokens [B] (None where
+    the log has no token field) and inferences [B]."""
+    cost = np.asarray(cost, float)
+    out = {"total_cost": float(np.nansum(cost)), "mean_cost": float(np.nanmean(cost)),
+           "cost_logged": int(np.isfinite(cost).sum())}
+    if tokens is not None:
+        tokens = np.asarray(tokens, float)
+        out.update(total_tokens=float(np.nansum(tokens)), mean_tokens=float(np.nanmean(tokens)))
+    else:
+        out.update(total_tokens=None, mean_tokens=None)
+    if inferences is not None:
+        inf = np.asarray(inferences, float)
+        out.update(total_inferences=float(inf.sum()), mean_inferences=float(inf.mean()))
+    return out
+
+
+def align(idx_a, idx_b):
+    """Positions of the common problem ids: (ia, ib) with idx_a[ia] == idx_b[ib], sorted."""
+    common = np.intersect1d(idx_a, idx_b)
+    pa = {int(i): n for n, i in enumerate(idx_a)}
+    pb = {int(i): n for n, i in enumerate(idx_b)}
+    return (np.asarray([pa[int(i)] for i in common], int),
+            np.asarray([pb[int(i)] for i in common], int))
