@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bda_jax._core import calibrated_stopping as cs  # noqa: E402
+from bda_jax.stopping import _calibrated as cs  # noqa: E402
 from bda_jax.stopping._baselines import (accuracy_both, align, correctness,  # noqa: E402
                                          cost_summary,
                                          dase_history_outcomes, load_vote_log,

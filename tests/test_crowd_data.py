@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import bda_jax as bda
-from bda_jax._core import crowd_data as cd
+from bda_jax.datasets import _crowd as cd
 from reference import SHARED_DATA
 
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._core import llm_data as ld
+from bda_jax.datasets import _llm as ld
 from reference import REPO, SHARED_DATA
 
 HERE = Path(__file__).resolve().parent / "data" / "llm"

@@ -11,7 +11,7 @@ import pytest
 from scipy.special import betainc as sp_betainc
 
 from bda_jax import DataError
-from bda_jax._core import stopping as impl
+from bda_jax.stopping import _rules as impl
 from bda_jax.stopping import (COMMITS, Stopper, accuracy_coverage, commit_partition,
                               encode_answers, evidence_score, file_settings, heuristic_rule,
                               replay_history, resimulate, round_plurality, routing_gap,
