@@ -18,7 +18,7 @@ Methods, per case:
 
 * ``bda_jax``: :func:`bda_jax.onecoin_log_posterior` (per-agent Beta priors alpha = mu s,
   beta = (1 - mu) s, s = 8) or :func:`bda_jax.confusion_log_posterior` (per-agent confusion =
-  the Dirichlet posterior mean of DESIGN §6, lambda = 10, fitted in float64 on the first
+  the Dirichlet posterior mean of docs/evaluation.md, lambda = 10, fitted in float64 on the first
   20,000 tasks' gold; tau = 0.25; a non-uniform log class prior [K]).
 * ``reference``: the best straightforward vectorized float64 NumPy/SciPy version of the same
   posterior. One-coin: ``scipy.special.betaln`` over [T, I, K], the (K - 1) factor, a
@@ -115,7 +115,7 @@ def small_workload(T, I, K, seed):
 
 
 def fit_confusion64(c, gold, lam=LAMBDA, diagonal=0.6):
-    """Dirichlet posterior-mean confusion [I, K, K] (DESIGN §6) in float64 NumPy."""
+    """Dirichlet posterior-mean confusion [I, K, K] (docs/evaluation.md) in float64 NumPy."""
     K = c.shape[2]
     onehot = np.eye(K)[gold]                                               # [T, K]
     n = np.einsum("tg,tih->igh", onehot, c.astype(np.float64))

@@ -3,7 +3,7 @@
 Workload: 4,500 simulated binary council traces (1,500 questions x 3 seeds as clusters, seats at
 .74/.68/.68, 3 rounds; ``bda_jax.simulate``). Both implementations run the same protocol in the
 same process: 5 outer folds (grouped by cluster, stratified by gold), 5 inner folds per outer
-training part, the 80-row (b, kappa, s) grid of DESIGN §6, selection on the mean inner
+training part, the 80-row (b, kappa, s) grid of docs/evaluation.md, selection on the mean inner
 multiclass Brier, refit on the outer training part, predictions on the outer test fold.
 
 * ``bda_jax``: :func:`bda_jax.select_and_predict` — one compiled call for all 5 x 5 x 80 fits.

@@ -5,7 +5,7 @@ Workload: the 4,500 simulated binary council traces of ``bench_nested_cv.py`` (1
 x 3 seeds as clusters, seats at .74/.68/.68, 3 rounds; ``bda_jax.simulate``). Both
 implementations run the same protocol in the same process: 5 outer folds (grouped by cluster,
 stratified by gold), 5 inner folds per outer training part, the 36-row grid
-lambda in {0.3, 1, 3, 10, 30, 100} x tau in {0.1, 0.15, 0.25, 0.5, 0.75, 1} (DESIGN §6),
+lambda in {0.3, 1, 3, 10, 30, 100} x tau in {0.1, 0.15, 0.25, 0.5, 0.75, 1} (docs/evaluation.md),
 selection on the mean inner multiclass Brier, refit on the outer training part, predictions on
 the outer test fold.
 
@@ -14,12 +14,12 @@ the outer test fold.
   separately.
 * ``python_loop``: the straightforward implementation a user would write: Python loops over
   outer folds, inner folds and grid rows; for each, the Dirichlet posterior-mean confusion of
-  DESIGN §6 (uniform-error prior mean, diagonal 0.6, concentration lambda) fitted in float64
+  docs/evaluation.md (uniform-error prior mean, diagonal 0.6, concentration lambda) fitted in float64
   NumPy and the Eq. 4 posterior log pi(g) = tau sum_i sum_h c[t,i,h] log P_i(h | g) (+ const)
   in float64 NumPy, both vectorized over tasks with matrix products (BLAS).
 
 Reported: times, speedup (loop / bda_jax warm median), and agreement (selected rows per outer
-fold and the max |difference| of the out-of-fold probabilities). Targets (issue 10): warm
+fold and the max |difference| of the out-of-fold probabilities). Targets: warm
 <= 2 s and >= 20x the loop. Run from the repository root:
 ``python benchmarks/bench_nested_cv_confusion.py`` (writes
 benchmarks/results/nested_cv_confusion_cpu.json).

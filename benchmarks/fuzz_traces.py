@@ -19,7 +19,7 @@ nesting, joined / duplicated lines, ...). The file is then run through
 
 Property (per mode): the outcome is either
 
-  (a) valid counts (shape / range invariants of DESIGN §4) with a posterior that has no NaN, is
+  (a) valid counts (shape / range invariants of docs/trace-format.md) with a posterior that has no NaN, is
       finite on every real candidate, exactly -inf on padding slots, whose exp sums to 1 over each
       task's candidates (rtol 1e-5) and agrees with a float64 NumPy/SciPy reference (atol 1e-4); or
   (b) a ``bda_jax.TraceError`` with a non-empty message, carrying ``file`` when raised while
@@ -113,7 +113,7 @@ def spell(rng: random.Random, display: str) -> str:
 
 def gen_valid_task(rng: random.Random, task_id: str, *, max_agents: int = 4,
                    max_rounds: int = 3) -> dict:
-    """A random trace that respects the protocol (DESIGN §3): must read without error."""
+    """A random trace that respects the protocol (docs/trace-format.md): must read without error."""
     style = rng.choice(sorted(_POOLS))
     pool = _POOLS[style]
     k = rng.randint(1, len(pool)) if style != "truefalse" else 2
@@ -1052,7 +1052,7 @@ class Kernel:
 
 
 def check_counts(counts: Counts) -> None:
-    """Shape and range invariants of a tally (DESIGN §4)."""
+    """Shape and range invariants of a tally (docs/trace-format.md)."""
     def fail(msg):
         raise FuzzFailure("bad_counts", msg)
 

@@ -1,4 +1,4 @@
-"""Issue-7 items 4-5 on the released DASE logs (seed 002): SC-k / IMSC-k accuracy-versus-
+"""Issue-7 items 4-5 on the released DASE logs ([DASE]): SC-k / IMSC-k accuracy-versus-
 inferences curves, DASE runs at 5 x steps inferences, pairwise exact McNemar tests with
 Benjamini-Hochberg correction, cost/token accounting, and calibrated (cross-fitted BDA-posterior)
 stopping against DASE's right wall at matched coverage.

@@ -1,6 +1,6 @@
 """ArviZ 1.x helpers: DataTree with hand-computed per-item log-likelihoods, r̂ and ESS.
 
-NumPyro's ``log_likelihood`` cannot handle enumerated models (DESIGN §9), so the models of this
+NumPyro's ``log_likelihood`` cannot handle enumerated models (docs/models.md), so the models of this
 package expose per-item marginal log-likelihoods computed by hand (logsumexp over classes) and this
 module puts them in the ``log_likelihood`` group that ``arviz.loo`` / ``arviz.compare`` read.
 """

@@ -1,4 +1,4 @@
-"""Bayesian one-coin Dawid–Skene, MACE and GLAD, the true class marginalized by hand (issue 6).
+"""Bayesian one-coin Dawid–Skene, MACE and GLAD, the true class marginalized by hand.
 
 Three annotator models of increasing structure, each a :class:`~models.inference.ModelSpec`
 (:data:`ONE_COIN_SPEC`, :data:`MACE_SPEC`, :data:`GLAD_SPEC`) for :mod:`models.inference` (NUTS,

@@ -1,4 +1,4 @@
-"""Bayesian Dawid–Skene with the true class marginalized by hand (issue 6).
+"""Bayesian Dawid–Skene with the true class marginalized by hand.
 
 Generative story (Dawid & Skene 1979, Bayesian form), K classes, W workers, T tasks::
 

@@ -4,9 +4,9 @@ Seed 003's one-coin kernel (Eqs. 1–2) integrates each agent's reliability θ_i
 finite-strength Beta prior whose strength s is a CV-selected constant; at K = 2 that caps the
 posterior (Theorem 2c: 0.9987 for Beta(8.8, 7.2), θ* = 0.8, I = 3). Remark 2 names the fix and
 leaves it as future work: one global θ_i per seat whose posterior strength grows with every labeled
-move. This module is that model (DESIGN §5 ceiling example: tests/test_models_hierarchical.py).
+move. This module is that model (docs/models.md ceiling example: tests/test_models_hierarchical.py).
 
-Generative story over BDA's typed-move counts (DESIGN §4: ``N[t,i]`` informative moves,
+Generative story over BDA's typed-move counts (docs/trace-format.md: ``N[t,i]`` informative moves,
 ``e[t,i,g]`` positive endorsements, ``c[t,i,g]`` moves consistent with "truth is g"), G seat
 groups (one group, or one per move force when counts are tallied with ``seat_key="agent-force"``:
 BDA's propose / concede / challenge cells, each seat its own reliability)::

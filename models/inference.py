@@ -1,10 +1,10 @@
-"""One model object, three inference routes: NUTS, SVI (optax) and MAP (issue 6).
+"""One model object, three inference routes: NUTS, SVI (optax) and MAP.
 
 Every model of this package is described by a :class:`ModelSpec`: the NumPyro model function
 ``model(data, prior)``, a label-switching-safe starting point ``init(data)`` (constrained site
 values), the per-item marginal log-likelihood ``log_lik(params, data) -> [n_items]`` (what
 ``numpyro.factor("log_lik", ...)`` adds inside the model, computed by hand so LOO works for models
-whose discrete truth is summed out — DESIGN §9) and the per-task class posterior
+whose discrete truth is summed out — docs/models.md) and the per-task class posterior
 ``class_log_post(params, data) -> [T, K]``.
 
 The functions here take a spec and never look inside the model:

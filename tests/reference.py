@@ -9,7 +9,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def onecoin_reference(N, e, c, K, alpha, beta, tau=1.0, log_prior=None, factor=True):
-    """Independent float64 NumPy/SciPy evaluation of seed 003 Eqs. (1)-(2), full Beta functions.
+    """Independent float64 NumPy/SciPy evaluation of [BDA] Eqs. (1)-(2), full Beta functions.
 
     N [T,I], e, c [T,I,Kmax], K [T]; returns normalized log-posteriors [T, Kmax] (-inf padding).
     """

@@ -1,4 +1,4 @@
-"""Count-level adversary and dose-response study (issue 4, items 1 and 3; seed 003 §7, F.1, F.3).
+"""Count-level adversary and dose-response study (issue 4, items 1 and 3; [BDA] §7, F.1, F.3).
 
 The shape assertions are the issue's "Done when" items, on grids small enough to be robust.
 """

@@ -1,4 +1,4 @@
-"""Trace-Audit Card (issue 8; seed 000 Table 21, metric rows as in Table 6)."""
+"""Trace-Audit Card (issue 8; [Audit] Table 21, metric rows as in Table 6)."""
 import json
 import math
 import os
@@ -12,7 +12,7 @@ from bda_jax.audit import SCHEMA_VERSION, AuditCard, MetricEntry
 
 
 def _card(**over):
-    """The audited configuration of seed 000 (Tables 6-8) as a card."""
+    """The audited configuration of [Audit] (Tables 6-8) as a card."""
     kw = dict(
         protocol_name="confidence-routed broadcast", protocol_version="1.0",
         agent_model=["openai/gpt-oss-120b"], agent_pool="homogeneous", n_agents=3,

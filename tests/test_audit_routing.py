@@ -1,4 +1,4 @@
-"""Routing audit (seed 000; DESIGN §8): broadcast-log data model and loaders, routing metrics,
+"""Routing audit ([Audit]; docs/audit.md): broadcast-log data model and loaders, routing metrics,
 router counterfactuals, sanity checks and the cluster bootstrap."""
 import dataclasses
 import json

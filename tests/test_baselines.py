@@ -1,4 +1,4 @@
-"""Supervised and zero-cost baselines (seed 003 Appendix B.1, E.1, E.3) and the leak-free
+"""Supervised and zero-cost baselines ([BDA] Appendix B.1, E.1, E.3) and the leak-free
 recalibration wrappers: hand-derivable cases, leak tests, PAV and temperature checks."""
 import itertools
 

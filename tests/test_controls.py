@@ -1,4 +1,4 @@
-"""Control studies of the adversarial suite (issue 4, item 3; seed 003 Appendix F.5, F.9, F.11,
+"""Control studies of the adversarial suite (issue 4, item 3; [BDA] Appendix F.5, F.9, F.11,
 F.12, F.14) on small simulated councils.
 
 The asserted shapes are the paper's (Tables 14, 15, 17, 18, F.14), checked where the simulator

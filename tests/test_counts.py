@@ -1,4 +1,4 @@
-"""The tally (DESIGN §4): signed endorsements -> N, e, c, e0, conf0 and the study options."""
+"""The tally (docs/trace-format.md): signed endorsements -> N, e, c, e0, conf0 and the study options."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,4 +1,4 @@
-"""Unsupervised Dawid–Skene EM (seed 003 Appendix B.1 "DS-EM", F.10 / Table 16)."""
+"""Unsupervised Dawid–Skene EM ([BDA] Appendix B.1 "DS-EM", F.10 / Table 16)."""
 import jax
 import numpy as np
 import pytest
@@ -183,7 +183,7 @@ def test_confusion_model_learns_a_systematically_confused_worker(rng):
 def test_table16_label_switching_under_an_always_wrong_coalition(rng, model):
     """K = 2, seats 0 and 1 always vote the wrong answer, seat 2 is ~0.75 accurate: the
     coalition is the majority, so majority and spectral starts converge to the mirror of the
-    truth; only the anti start (the label-requiring mode) recovers it (seed 003 Table 16)."""
+    truth; only the anti start (the label-requiring mode) recovers it ([BDA] Table 16)."""
     votes, mask, gold = onecoin_votes(rng, 600, [0.0, 0.0, 0.75], 2)
     counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes, gold=gold)
     acc, pred = {}, {}

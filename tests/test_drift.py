@@ -1,4 +1,4 @@
-"""Row-drift monitor and the sleeper study (issue 4; seed 003 Appendix F.8 and F.13).
+"""Row-drift monitor and the sleeper study (issue 4; [BDA] Appendix F.8 and F.13).
 
 The sleeper thresholds are the issue's Done-when bullet ("at f = 0 per-agent is below majority
 and recovers as f grows; the drift alarm exceeds twice its noise floor by f = 0.2"), asserted on a

@@ -1,4 +1,4 @@
-"""Fuzzing the trace pipeline with Hypothesis (DESIGN §3-§4).
+"""Fuzzing the trace pipeline with Hypothesis (docs/trace-format.md).
 
 Valid traces (the bundled example tasks and small protocol-respecting generated ones) are mutated
 -- deleted keys, values of another JSON type, unknown forces, bad or decreasing rounds, duplicate /

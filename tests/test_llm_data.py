@@ -1,6 +1,6 @@
 """LLM ensemble / debate importers: DASE histories, Du et al. debates, small-model debates.
 
-Expected numbers come from outside the code under test: DESIGN §7 (gold recovery ranges), the
+Expected numbers come from outside the code under test: docs/stopping.md (gold recovery ranges), the
 SOURCE.md files of ../shared/data (problem/round counts, accuracies recomputed there with an
 independent simple parser), the repository's own result files, and moves derived by hand.
 Fixtures under tests/data/llm: a few unmodified lines of the DASE logs (Apache-2.0) and synthetic
@@ -564,7 +564,7 @@ def _real_gold(benchmark):
 def test_real_dase_gold_recovery_counts():
     aime, gpqa = _real_gold("aime"), _real_gold("gpqa")
     assert aime.n_problems == 100 and gpqa.n_problems == 546
-    assert 88 <= len(aime) <= 91 and 437 <= len(gpqa) <= 446      # DESIGN §7
+    assert 88 <= len(aime) <= 91 and 437 <= len(gpqa) <= 446      # docs/stopping.md
     assert (len(aime), len(gpqa)) == (91, 444)                     # measured here
     # two GPQA items were graded correct only for an answer text, never for a letter
     assert gpqa.unmapped == {109: ["m(a,z) - a"], 311: ["–c(o)ch₂ch₃"]}

@@ -82,7 +82,7 @@ def test_frozen_strength_is_the_finite_construction():
     np.testing.assert_allclose(got, ref, atol=0.02)
 
 
-# ---- DESIGN §5 ceiling example: Beta(8.8, 7.2), theta* = 0.8, I = 3, K = 2, N = 20 (c = 16)
+# ---- docs/models.md ceiling example: Beta(8.8, 7.2), theta* = 0.8, I = 3, K = 2, N = 20 (c = 16)
 I3, N_TEST, T_MAX = 3, 20, 25
 CEILING = 0.9987
 HYPER = hm.ReliabilityPrior(mu_a=8.8, mu_b=7.2)   # the finite prior's Beta, now on the population mean
@@ -123,7 +123,7 @@ def test_ceiling_reference_numbers():
 
 
 def test_hierarchical_rises_above_the_ceiling():
-    """Remark 2 of seed 003: a global theta_i with learned strength pins the orientation as labels
+    """Remark 2 of [BDA]: a global theta_i with learned strength pins the orientation as labels
     accumulate. NUTS (one sampler, data as traced arguments) against the quadrature: the tiny
     P(wrong) itself is compared loosely (a mean of tiny per-draw values is a noisy, low-biased
     estimate), the posterior means of mu and theta tightly."""

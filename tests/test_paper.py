@@ -1,4 +1,4 @@
-"""The BDA paper (seed 003) reproduced: every expected number comes from the paper's text or from
+"""The BDA paper ([BDA]) reproduced: every expected number comes from the paper's text or from
 an independent derivation here, never from the code under test."""
 import jax
 import jax.numpy as jnp

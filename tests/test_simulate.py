@@ -1,4 +1,4 @@
-"""The council simulator (issue 3, item 6; DESIGN §6: simulators must not be their own oracle)."""
+"""The council simulator (issue 3, item 6; docs/evaluation.md: simulators must not be their own oracle)."""
 import collections
 import time
 
@@ -8,7 +8,7 @@ import pytest
 import bda_jax as bda
 from bda_jax.simulate import Behavior, default_labels, seat_intercepts, simulate_council
 
-PAPER = [0.738, 0.684, 0.678]          # seed 003, Appendix D.7
+PAPER = [0.738, 0.684, 0.678]          # [BDA] Appendix D.7
 
 
 def stances(trace):

@@ -1,4 +1,4 @@
-"""DASE stopping rules (seed 002 §3, Appendix H; DESIGN §7): evidence score, spatial arena,
+"""DASE stopping rules ([DASE] §3, Appendix H; docs/stopping.md): evidence score, spatial arena,
 heuristic streak rule, live Stopper, and replay of the released history logs."""
 import json
 from collections import Counter
@@ -25,7 +25,7 @@ needs_dase = pytest.mark.skipif(not DASE.is_dir(), reason=f"shared data folder {
 G_TOL = 5e-5 + 1e-6        # "g to 4 decimals": half a unit of the 4th decimal, plus float32 slack
 
 # Rounds the replay cannot reproduce, each listed with its cause: a norm equal to "" that the
-# original runtime counted as an answer (DESIGN §7). The first is the single miss among the
+# original runtime counted as an answer (docs/stopping.md). The first is the single miss among the
 # 9,523 spatial rounds; the second is the same runtime quirk in a DDM forensics file (its streak,
 # winner and outcome still match; only that round's g differs).
 EXCEPTIONS = {
@@ -50,7 +50,7 @@ def g_reference(valid, n=5, w=0.2, empty_g=0.0):
 
 
 def spatial_reference(rounds, W, L=15, empty_g=0.0, cx=0.01):
-    """Plain-Python DESIGN §7 arena: (commit, answer, steps, xs)."""
+    """Plain-Python docs/stopping.md arena: (commit, answer, steps, xs)."""
     x, every, xs = 0, [], []
     for t, answers in enumerate(rounds[:L], 1):
         valid = [a for a in answers if a is not None]

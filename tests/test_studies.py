@@ -1,6 +1,6 @@
 """Issue-3 claims on simulated councils (opt-in: ``pytest -m slow``; about a minute).
 
-The numbers are the issue's acceptance thresholds, derived from the BDA paper (seed 003, §6,
+The numbers are the issue's acceptance thresholds, derived from the BDA paper ([BDA] §6,
 Tables 11 and 16), not from this code.
 """
 import numpy as np

@@ -1,4 +1,4 @@
-"""Trace format, JSON Lines I/O, the protocol automaton and bad input (DESIGN §3)."""
+"""Trace format, JSON Lines I/O, the protocol automaton and bad input (docs/trace-format.md)."""
 import json
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Append-only cell cache that lets a long study resume after being killed (issue 4, item 4).
+"""Append-only cell cache that lets a long study resume after being killed.
 
 A study is a grid of independent *cells* (a condition, a seed, an arm ...). :class:`CellCache`
 keeps the finished ones in a JSON Lines file::

@@ -1,11 +1,11 @@
-"""Endorsement counts: the one tally every model, baseline and metric reads (DESIGN §4).
+"""Endorsement counts: the one tally every model, baseline and metric reads (docs/trace-format.md).
 
 For task t, agent i and candidate g (K_t candidates, padded to K_max and masked):
 
 * ``N[t, i]``     informative moves of i (moves with a signed endorsement);
 * ``e[t, i, g]``  positive endorsements of g;
 * ``c[t, i, g]``  moves consistent with "the truth is g": endorsements of g plus rejections of
-  some a != g (seed 003 §3). These are also the pseudo-observations of Definition 1 that Eq. (4)
+  some a != g ([BDA] §3). These are also the pseudo-observations of Definition 1 that Eq. (4)
   reads: a challenge of a adds one to every g != a, so sum_g c[t, i, g] >= N[t, i]. ``d = N - c``.
 * ``e0``, ``conf0`` round-0 positive endorsements and their stated confidences (NaN: none stated),
   for the baselines only; BDA kernels never read ``conf0`` (Property 3).
@@ -200,7 +200,7 @@ class Counts:
 
 @jax.tree_util.register_pytree_node_class
 class PairCounts:
-    """Sparse pair layout of :class:`Counts` for crowds (DESIGN §4): one row per (task, agent)
+    """Sparse pair layout of :class:`Counts` for crowds (docs/trace-format.md): one row per (task, agent)
     pair with an informative move, so memory grows with the number of votes, not with T x I.
 
     Array fields (leaves): per pair ``task`` [P] int32 and ``agent`` [P] int32 (rows sorted by
@@ -315,7 +315,7 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
           normalizer: Normalizer = default_normalizer, lenient: bool = False,
           abstain_candidate: str | None = None, seat_key: str = "agent",
           layout: str = "dense") -> "Counts | PairCounts":
-    """Turn traces into :class:`Counts` (DESIGN §4; seed 003 §3, Definition 1, Appendix D.7).
+    """Turn traces into :class:`Counts` (docs/trace-format.md; [BDA] §3, Definition 1, Appendix D.7).
 
     Args:
       traces: validated traces (:func:`bda_jax.read_traces`) or in-memory :class:`Trace` objects.

@@ -1,4 +1,4 @@
-"""Decisions from posteriors or votes: argmax with a seeded random tie-break (seed 003, D.6).
+"""Decisions from posteriors or votes: argmax with a seeded random tie-break ([BDA] D.6).
 
 A lexicographic tie-break correlates with attacks (Appendix D.6), so ties are broken uniformly at
 random among the tied candidates, from an explicit key.
@@ -56,7 +56,7 @@ def vote_shares(votes, mask):
 
 
 def majority(key, counts: Counts, *, rounds: str = "round0") -> Decision:
-    """Plurality majority (seed 003, Appendix B.1): the most-endorsed candidate, random ties.
+    """Plurality majority ([BDA] Appendix B.1): the most-endorsed candidate, random ties.
 
     ``rounds="round0"`` (the paper's baseline) counts round-0 positive endorsements ``e0``;
     ``"all"`` counts every positive endorsement ``e``. Confidence is the winner's vote share; a

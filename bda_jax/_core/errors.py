@@ -1,4 +1,4 @@
-"""One error root for every input bda_jax refuses (DESIGN §2).
+"""One error root for every input bda_jax refuses (docs/architecture.md).
 
 Every error carries *where* it happened: file, line, task id, move id and field, whichever
 apply, so a user can go straight to the offending record.

@@ -1,5 +1,5 @@
-"""Reliability, per-agent priors and confusion rows from labeled tasks (seed 003 §3 Eq. 3,
-Appendix D.1; DESIGN §6).
+"""Reliability, per-agent priors and confusion rows from labeled tasks ([BDA] §3 Eq. 3,
+Appendix D.1; docs/evaluation.md).
 
 Every estimator takes task *weights* ``w`` [T] (1 for a training task, 0 otherwise) instead of a
 boolean subset, so that fold-wise fits keep static shapes and vmap over folds and grids.
@@ -33,7 +33,7 @@ def gold_consistent(counts: Counts) -> jax.Array:
     """c_i(g*) [T, I]: each agent's moves consistent with the gold answer.
 
     For a task whose gold is not a candidate (``gold_missing``) every rejection is consistent
-    and every endorsement inconsistent, so c_i(g*) = N_i - sum_g e_i(g) (DESIGN §4). Unlabeled
+    and every endorsement inconsistent, so c_i(g*) = N_i - sum_g e_i(g) (docs/trace-format.md). Unlabeled
     tasks give 0 (callers weight them out).
     """
     g = jnp.maximum(counts.gold, 0)
@@ -44,7 +44,7 @@ def gold_consistent(counts: Counts) -> jax.Array:
 
 
 def reliability(counts: Counts, weights=None) -> jax.Array:
-    """r_i = sum_train c_i(g*) / sum_train N_i, [I] (seed 003 §3, before Eq. 3).
+    """r_i = sum_train c_i(g*) / sum_train N_i, [I] ([BDA] §3, before Eq. 3).
 
     ``weights`` [T] selects the training tasks (default: all labeled tasks). The basis (all
     informative moves, propose-only, round-0) is chosen by how ``counts`` was tallied
@@ -82,7 +82,7 @@ def uniform_error_confusion(K: int, diagonal: float = 0.6) -> jax.Array:
 
 
 def fit_confusion(counts: Counts, lam, weights=None, diagonal: float = 0.6) -> jax.Array:
-    """Per-agent confusion rows, the Dirichlet posterior mean of seed 003 §3 (Eq. 4) / DESIGN §6.
+    """Per-agent confusion rows, the Dirichlet posterior mean of [BDA] §3 (Eq. 4) / docs/evaluation.md.
 
     P_i(h | g) = (lam m(h | g) + n_i(g, h)) / (lam + sum_h' n_i(g, h')), with
     n_i(g, h) = sum over training tasks with gold g of c[t, i, h] (the consistent counts, i.e. the
@@ -91,7 +91,7 @@ def fit_confusion(counts: Counts, lam, weights=None, diagonal: float = 0.6) -> j
 
     Rows are indexed by candidate *slot*. With a shared candidate list (``counts.vocab``; semantic
     labels such as True/False) a slot is a label identity. Otherwise slots are positions (option
-    letters, first-seen open answers) and a row describes positional behaviour only (seed 003,
+    letters, first-seen open answers) and a row describes positional behaviour only ([BDA],
     Appendix F.11); the aggregators record which in ``label_space_``. Tasks whose gold is not a
     candidate have no row and are left out.
     """

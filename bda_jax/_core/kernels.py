@@ -1,4 +1,4 @@
-"""Closed-form BDA posteriors (seed 003 §3, Eqs. 1, 2 and 4; Appendix B, Algorithm 1).
+"""Closed-form BDA posteriors ([BDA] §3, Eqs. 1, 2 and 4; Appendix B, Algorithm 1).
 
 All kernels are pure, jitted, batched over tasks, and vmappable over a leading grid axis of the
 prior arrays (``jax.vmap(lambda a, b: onecoin_log_posterior(counts, a, b))(A, B)``). They return
@@ -408,7 +408,7 @@ def _table_size_above(top: int | None, size_of_N: int) -> int:
 
 def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, *, dtype=None,
                           table_size: int | None = None) -> jax.Array:
-    """One-coin BDA posterior, Eqs. (1)-(2) of seed 003 §3 (Algorithm 1), optionally tempered.
+    """One-coin BDA posterior, Eqs. (1)-(2) of [BDA] §3 (Algorithm 1), optionally tempered.
 
     log pi(g | T) = log pi0(g) + tau * sum_i [log B(alpha_i + c_i(g), beta_i + d_i(g))
                     - log B(alpha_i, beta_i) - (N_i - e_i(g)) log(K_t - 1)] + const.
@@ -541,13 +541,13 @@ def _confusion_split(c, mask, m, lo, scale, log_prior):
 
 def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, *,
                             dtype=None) -> jax.Array:
-    """Tempered confusion-matrix BDA posterior, Eq. (4) of seed 003 §3 (Appendix C.5).
+    """Tempered confusion-matrix BDA posterior, Eq. (4) of [BDA] §3 (Appendix C.5).
 
     log pi_tau(g | T) = log pi0(g) + tau * sum_i sum_h c_i(h) log P_i(h | g) + const,
 
     where c_i(h) are the consistent counts (Definition 1's pseudo-observations: a challenge of a
     adds one to every h != a) and ``confusion[i, g, h] = P_i(h | g)`` — rows indexed by agent, true
-    answer, observed cell; e.g. the Dirichlet posterior means of DESIGN §6. Entries are clipped at
+    answer, observed cell; e.g. the Dirichlet posterior means of docs/evaluation.md. Entries are clipped at
     the smallest normal float before the log, so a zero probability acts as a very large penalty.
 
     Args: counts; confusion [I, K, K]; tau scalar; log_prior [K] or [T, K]; dtype as for

@@ -1,4 +1,4 @@
-"""Answer normalization (DESIGN §3): answers are compared after a normalizer.
+"""Answer normalization (docs/trace-format.md): answers are compared after a normalizer.
 
 The default strips whitespace, casefolds, unwraps ``\\boxed{...}`` and surrounding ``$``, and
 removes parentheses around a single-letter option, so that ``625`` ≡ ``$\\boxed{625}$`` and

@@ -1,5 +1,5 @@
 """Leak-free model selection: folds and vectorized nested cross-validation on the multiclass
-Brier score (seed 003 §5 and Appendix D.1; DESIGN §6).
+Brier score ([BDA] §5 and Appendix D.1; docs/evaluation.md).
 
 Folds are weights, not subsets: every fit reads task weights [T], so one compiled call evaluates
 a whole hyperparameter grid over all inner folds of all outer folds (vmap over grid x folds).
@@ -31,7 +31,7 @@ _S = (4.0, 8.0, 16.0, 32.0)
 _LAMBDA = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 _TAU = (0.1, 0.15, 0.25, 0.5, 0.75, 1.0)
 
-#: The paper's grids (DESIGN §6), one row per configuration.
+#: The paper's grids (docs/evaluation.md), one row per configuration.
 #: one-coin arms: columns (b, kappa, s, tau); confusion: (lambda, tau).
 GRIDS = {
     "bda-shared": np.array([(b, 0.0, s, 1.0) for b, s in itertools.product(_B, _S)]),

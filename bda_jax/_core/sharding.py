@@ -1,4 +1,4 @@
-"""Tasks sharded over devices: the one-coin and confusion kernels on a mesh (DESIGN §2, §5).
+"""Tasks sharded over devices: the one-coin and confusion kernels on a mesh (docs/architecture.md and docs/models.md).
 
 Tasks are independent (each posterior row reads only its own counts), so the kernels shard over
 the task axis without communication: counts are padded to a multiple of the device count and
@@ -188,7 +188,7 @@ def sharded_onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prio
                                   mesh: jax.sharding.Mesh | None = None, dtype=None,
                                   table_size: int | None = None,
                                   padded: bool = False) -> jax.Array:
-    """:func:`bda_jax.onecoin_log_posterior` (Eqs. 1-2 of seed 003 §3) with the tasks sharded
+    """:func:`bda_jax.onecoin_log_posterior` (Eqs. 1-2 of [BDA] §3) with the tasks sharded
     over the devices of ``mesh`` (default :func:`task_mesh`: all devices, all processes).
 
     Same arguments and result as the single-device kernel — normalized log-posteriors [T, K]
@@ -219,7 +219,7 @@ def sharded_onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prio
 def sharded_confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, *,
                                     mesh: jax.sharding.Mesh | None = None,
                                     dtype=None, padded: bool = False) -> jax.Array:
-    """:func:`bda_jax.confusion_log_posterior` (Eq. 4 of seed 003 §3) with the tasks sharded
+    """:func:`bda_jax.confusion_log_posterior` (Eq. 4 of [BDA] §3) with the tasks sharded
     over the devices of ``mesh``; ``confusion`` [I, K, K] fixes K for every process.
     Result and ``padded`` as for :func:`sharded_onecoin_log_posterior`.
 

@@ -1,4 +1,4 @@
-"""Streaming tally: a JSON Lines trace file -> :class:`Counts` in bounded memory (DESIGN §2, §4).
+"""Streaming tally: a JSON Lines trace file -> :class:`Counts` in bounded memory (docs/architecture.md and docs/trace-format.md).
 
 :func:`tally_stream` reads a trace file in chunks of tasks, checks every trace exactly as
 :func:`bda_jax.read_traces` does (same :class:`TraceError` naming file, line, task, move and
@@ -35,8 +35,8 @@ _NORMALIZER_CACHE = 1 << 16
 
 def _memoized(normalizer: Normalizer) -> Normalizer:
     """``normalizer`` with a bounded cache: answers repeat across tasks ("A", "True", ...), so
-    most calls become one dict lookup. A normalizer is a pure function of its string (DESIGN
-    §3), so the answers are unchanged."""
+    most calls become one dict lookup. A normalizer is a pure function of its string
+    (docs/trace-format.md), so the answers are unchanged."""
     cache: dict[str, str] = {}
 
     def normalize(answer: str) -> str:
@@ -80,7 +80,7 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
                  lenient: bool = False, abstain_candidate: str | None = None,
                  seat_key: str = "agent", layout: str = "dense") -> "Counts | PairCounts":
     """Tally a JSON Lines trace file chunk by chunk, in memory that grows with the count arrays
-    only (DESIGN §4's tally over §3's format; no list of traces is ever held).
+    only (docs/trace-format.md's tally over §3's format; no list of traces is ever held).
 
     ``tally_stream(path, **options)`` equals ``tally(read_traces(path, lenient=lenient,
     normalizer=normalizer), **options)`` exactly (every array and ``info``), and raises the

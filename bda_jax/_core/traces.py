@@ -1,12 +1,12 @@
 """Deliberation traces: the ``Move``/``Trace`` types, JSON Lines I/O and the protocol automaton.
 
-Trace format (DESIGN §3): one JSON object per line, one task per object::
+Trace format (docs/trace-format.md): one JSON object per line, one task per object::
 
     {"task_id": "q17", "candidates": ["A", "B"], "gold": "B", "cluster": "q17",
      "moves": [{"id": "m1", "agent": "gemma", "round": 0, "force": "propose", "answer": "B"}, ...]}
 
 The automaton (:func:`resolve_trace`) walks the moves in file order (file order is time) and turns
-each admissible move into at most one *signed endorsement* of a candidate (seed 003, §3 and the
+each admissible move into at most one *signed endorsement* of a candidate ([BDA] §3 and the
 force table of Appendix D.7):
 
 ========================  ====  ==========================================
@@ -321,7 +321,7 @@ def resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
 
 def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
                    lenient: bool = False, abstain_candidate: str | None = None) -> ResolvedTrace:
-    """Run the protocol automaton over one trace (DESIGN §3-§4; seed 003 §3, Appendix D.7).
+    """Run the protocol automaton over one trace (docs/trace-format.md; [BDA] §3, Appendix D.7).
 
     Checks admissibility in file order (time): unique move ids; rounds never decrease per agent;
     a target exists, comes earlier and resolves to an answer (a concede of a concede follows the

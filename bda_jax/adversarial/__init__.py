@@ -1,4 +1,4 @@
-"""Adversarial robustness suite (seed 003 §7, Appendix F): attacks, studies and the drift monitor."""
+"""Adversarial robustness suite ([BDA] §7, Appendix F): attacks, studies and the drift monitor."""
 from ._attacks import (DEFAULT_P_GRID, DEFAULT_REGIMES, DoseResponse, corrupt_traces,
                              corruption_summary, dose_response)
 from ._coalition import coalition_report

@@ -1,4 +1,4 @@
-"""Count-level adversaries and the dose-response study (seed 003 §7, Appendix F.1 and F.3).
+"""Count-level adversaries and the dose-response study ([BDA] §7, Appendix F.1 and F.3).
 
 :func:`corrupt_traces` rewrites the moves of *corrupted seats* so that each of their informative
 moves, with probability ``p_wrong``, becomes inconsistent with the gold answer ("redirected to a
@@ -261,7 +261,7 @@ def corrupt_traces(traces: Sequence[Trace], p_wrong: float, *, k: int = 1,
                    seed: int = 0, target: str = "fixed-wrong",
                    normalizer: Normalizer = default_normalizer,
                    fallback_answer: str = "(adversary)", check: bool = True) -> list[Trace]:
-    """Count-level adversary (seed 003 Appendix F.1, F.3): redirect corrupted seats' moves.
+    """Count-level adversary ([BDA] Appendix F.1, F.3): redirect corrupted seats' moves.
 
     Each informative move of a corrupted seat becomes, with probability ``p_wrong``, a move
     inconsistent with the gold answer (the table in the module docstring); every other move keeps
@@ -439,7 +439,7 @@ def dose_response(traces: Sequence[Trace],
                   folds=5, seed: int = 0, *, target: str = "fixed-wrong",
                   label_budget: int | None = None, n_resamples: int = 1000,
                   cache=None, progress=None) -> DoseResponse:
-    """The dose-response grid of seed 003 Appendix F.3 (Table 12) on any labeled trace set.
+    """The dose-response grid of [BDA] Appendix F.3 (Table 12) on any labeled trace set.
 
     For every regime ``(mode, k)`` and ``p_wrong`` in ``p_grid`` the traces are corrupted with
     :func:`corrupt_traces` (``seed``, ``target``) — the calibration folds see the corruption too

@@ -1,4 +1,4 @@
-"""Coalition bookkeeping for live-style attacks (seed 003, Appendix F.2 and F.14, Table 19).
+"""Coalition bookkeeping for live-style attacks ([BDA] Appendix F.2 and F.14, Table 19).
 
 Reads the traces themselves (who endorsed what, in file order) plus the simulator's record of the
 coalition (``Trace.extra["sim"]``: the coalition's answer and its active seats), so the same

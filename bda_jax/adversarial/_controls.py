@@ -1,4 +1,4 @@
-"""Control studies of the adversarial suite (issue 4, item 3; seed 003 Appendix F.5, F.9, F.11,
+"""Control studies of the adversarial suite ([BDA] Appendix F.5, F.9, F.11,
 F.12, F.14; Tables 14, 15, 17, 18 and the weak-seat paragraph of F.14).
 
 Each study is a function with a seed that returns a :class:`ControlStudy`: a tidy ``table`` (a
@@ -42,7 +42,7 @@ __all__ = ["ControlStudy", "label_permutation_control", "round0_truncation",
            "expected_accuracy"]
 
 SCHEMA_VERSION = 1
-#: The paper's binary regime (seed 003 §5): three seats, move-level reliabilities .74/.68/.68.
+#: The paper's binary regime ([BDA] §5): three seats, move-level reliabilities .74/.68/.68.
 PAPER_RELIABILITIES = (0.74, 0.68, 0.68)
 _METRICS = ("accuracy", "ece_ew", "brier_mc")
 
@@ -141,7 +141,7 @@ def expected_accuracy(proba, counts: Counts, rtol: float = 1e-6) -> float:
 def onecoin_weight(mu, K: int = 2):
     """Log-odds weight of one informative move of a seat whose one-coin reliability is ``mu``:
     ``log(mu (K - 1) / (1 - mu))`` (positive: evidence for what it endorses; negative: against;
-    seed 003 Appendix G.1 writes w_i = logit(mu_i) at K = 2).
+    [BDA] Appendix G.1 writes w_i = logit(mu_i) at K = 2).
 
     >>> [round(float(onecoin_weight(m)), 2) for m in (0.37, 0.5, 0.75)]
     [-0.53, 0.0, 1.1]
@@ -159,7 +159,7 @@ def label_permutation_control(traces, arms: Sequence[str] = ("bda-per-agent", "b
                               folds=5, seed: int = 0, *, permutation_seed: int | None = None,
                               label_budget: int | None = None,
                               n_resamples: int = 1000) -> ControlStudy:
-    """Per-task candidate-label permutation (seed 003 Appendix F.11, Table 17).
+    """Per-task candidate-label permutation ([BDA] Appendix F.11, Table 17).
 
     The traces are tallied twice: as given, and with each task's candidate slots randomly
     reordered (``tally(permute_candidates=permutation_seed)``, default ``seed``), which destroys
@@ -211,7 +211,7 @@ def round0_truncation(traces, arms: Sequence[str] = ("bda-per-agent", "bda-confu
                                                      "stacking"),
                       folds=5, seed: int = 0, *, label_budget: int | None = None,
                       n_resamples: int = 1000) -> ControlStudy:
-    """Round-0-truncated against full traces, every arm refit per basis (seed 003 Appendix F.5,
+    """Round-0-truncated against full traces, every arm refit per basis ([BDA] Appendix F.5,
     Table 14).
 
     The traces are tallied in full and truncated to round 0 (``tally(max_round=0)``, the same
@@ -295,7 +295,7 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
                  reliabilities: Sequence[float] = PAPER_RELIABILITIES,
                  n_candidates: int = 3, adversaries=(0, 1), seeds_per_question: int = 1,
                  **simulate_options) -> ControlStudy:
-    """Wrong-answer policy shift with within-policy controls (seed 003 Appendix F.12, Table 18).
+    """Wrong-answer policy shift with within-policy controls ([BDA] Appendix F.12, Table 18).
 
     ``policies``: name -> traces of the *same tasks* (identical task ids, agents and candidate
     lists) under different adversary wrong-answer policies. Default: simulated with
@@ -405,7 +405,7 @@ def weak_seat_swap(seed: int = 0, n_questions: int = 600,
                    folds=5, label_budget: int | None = None, seeds_per_question: int = 1,
                    n_resamples: int = 1000, **simulate_options) -> ControlStudy:
     """A genuine seat swapped for an honestly mediocre seat and for a partially adversarial one
-    (seed 003 Appendix F.14, "weak seat" and "near-chance seat").
+    ([BDA] Appendix F.14, "weak seat" and "near-chance seat").
 
     Three councils are simulated with the same ``seed`` (so the same questions, difficulties and
     gold answers): ``"original"`` (``reliabilities``), ``"mediocre"`` (seat ``seat`` honest at

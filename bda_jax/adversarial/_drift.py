@@ -1,4 +1,4 @@
-"""Row-drift monitoring and the sleeper study (seed 003 Appendix F.8 and F.13; issue 4).
+"""Row-drift monitoring and the sleeper study ([BDA] Appendix F.8 and F.13).
 
 The confusion rows P_i(. | g) of Eq. (4) describe *how* a seat errs. A seat that turns adversarial
 between two fits (a sleeper, a wrong-answer policy shift) moves its rows, so comparing rows fitted
@@ -49,7 +49,7 @@ from .._core.selection import training_weights
 __all__ = ["row_drift", "noise_floor", "DriftReport", "RowDriftMonitor", "SleeperStudy",
            "sleeper_study", "F_GRID"]
 
-#: The sleeper contamination axis f in {0, .1, ..., 1} (seed 003 Appendix F.8).
+#: The sleeper contamination axis f in {0, .1, ..., 1} ([BDA] Appendix F.8).
 F_GRID = tuple(round(0.1 * k, 1) for k in range(11))
 
 
@@ -208,7 +208,7 @@ def _ratio(drift, floor):
 
 
 class RowDriftMonitor:
-    """Online row-drift alarm (seed 003 Appendix F.13).
+    """Online row-drift alarm ([BDA] Appendix F.13).
 
     ``fit_reference`` takes a labeled window believed clean (Counts or traces): it fits the
     reference rows at the fixed ``lam`` and their noise floor from ``n_splits`` random clean
@@ -338,7 +338,7 @@ def sleeper_study(seed: int = 0, f_grid: Sequence[float] = F_GRID, n_questions: 
                   compliance: float = 0.6, seeds_per_question: int = 3,
                   monitor_lam: float = 10.0, factor: float = 2.0, n_splits: int = 20,
                   **simulate_options) -> SleeperStudy:
-    """The sleeper contamination axis (seed 003 Appendix F.8) with the row-drift monitor (F.13).
+    """The sleeper contamination axis ([BDA] Appendix F.8) with the row-drift monitor (F.13).
 
     Data. One council (``reliabilities``, default the paper's binary regime .74/.68/.68, K = 2,
     ``seeds_per_question`` seeds per question) is simulated twice with the same ``seed``: clean,

@@ -1,4 +1,4 @@
-"""Saved models (issue 9): a fitted aggregator as one JSON file, plus an ``.npz`` beside it for
+"""Saved models: a fitted aggregator as one JSON file, plus an ``.npz`` beside it for
 large arrays. No pickle anywhere: every value is written as JSON or as a plain numeric array, and
 read back with ``np.load(allow_pickle=False)``.
 

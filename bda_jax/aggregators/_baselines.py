@@ -1,5 +1,5 @@
 """Supervised and zero-cost baselines of the BDA paper, and leak-free recalibration wrappers
-(seed 003, Appendix B.1 "the methods, one by one", Appendix E.1 and E.3; DESIGN §4 and §6).
+([BDA] Appendix B.1 "the methods, one by one", Appendix E.1 and E.3; docs/trace-format.md and docs/evaluation.md).
 
 Every class is an :class:`~bda_jax.aggregators._bda._Aggregator`: ``fit(data, weights=None)``
 returns ``self``, ``predict_proba`` gives [T, K] probabilities (0 on padding slots), ``predict``
@@ -113,7 +113,7 @@ def _round0_accuracy(counts: Counts, w):
 
 
 def round0_accuracy(counts: Counts, weights=None) -> SeatAccuracy:
-    """Each seat's round-0 accuracy on the training tasks (seed 003 Appendix B.1 gated vote,
+    """Each seat's round-0 accuracy on the training tasks ([BDA] Appendix B.1 gated vote,
     Appendix E.3 best member).
 
     Per task, the fraction of the seat's round-0 endorsements ``e0[t, i, :]`` that hit the gold;
@@ -219,12 +219,12 @@ def _stack_grid(x, gold, mask, is_tally, w_fit, w_val, lams, *, steps, optimizer
 
 
 class LogisticStacking(_Aggregator):
-    """L2-regularized logistic stacking on the per-seat tallies (seed 003, Appendix B.1).
+    """L2-regularized logistic stacking on the per-seat tallies ([BDA] Appendix B.1).
 
     A conditional logit: candidate g of task t scores ``z(g) = sum_i w_c[i] c_i(g) +
     w_d[i] d_i(g)`` (+ ``b[g]`` with an intercept), one weight vector shared by all candidates
     and tasks, and ``p(g) = softmax_g z`` over the task's valid candidates (padding: 0). The
-    features are the sufficient statistics BDA reads (``c``, ``d = N - c``; DESIGN §6).
+    features are the sufficient statistics BDA reads (``c``, ``d = N - c``; docs/evaluation.md).
 
     * Since d_i(g) = N_i - c_i(g) and N_i is constant across candidates, only w_c[i] - w_d[i]
       moves the softmax; the L2 penalty splits it between the two (``coef_`` reports both).
@@ -327,7 +327,7 @@ def _gated_log_proba(e0, mask, gate):
 
 class GatedVote(_Aggregator):
     """Plurality of round-0 endorsements among the seats whose calibration round-0 accuracy
-    clears chance (seed 003, Appendix B.1 "Gated vote").
+    clears chance ([BDA] Appendix B.1 "Gated vote").
 
     Gate: seat i passes iff its round-0 accuracy on the training tasks (:func:`round0_accuracy`)
     is strictly above its chance level, 1/K_t averaged over the same tasks. A seat with no
@@ -375,7 +375,7 @@ def _member_log_proba(e0, mask, K, accuracy):
 
 
 class BestMember(_Aggregator):
-    """The single most reliable seat, selected leak-free (seed 003, Appendix E.3).
+    """The single most reliable seat, selected leak-free ([BDA] Appendix E.3).
 
     Fit: the seat with the highest round-0 accuracy on the training tasks
     (:func:`round0_accuracy`; seats with no answered training task are not eligible; exact ties
@@ -448,7 +448,7 @@ def _verbalized(key, e0, conf0, mask, missing, *, mode):
 
 
 class VerbalizedVote(_Aggregator):
-    """The council's own stated confidence (seed 003, Appendix B.1 "soundness baselines", E.3).
+    """The council's own stated confidence ([BDA] Appendix B.1 "soundness baselines", E.3).
 
     Evidence: round-0 positive endorsements ``e0`` and their stated confidences ``conf0``. Each
     seat that endorsed candidate g in round 0 contributes its stated confidence v_i(g) (a seat
@@ -591,7 +591,7 @@ class _Recalibrated(_Aggregator, ABC):
     (out-of-fold) predictions: for each of ``n_folds`` folds of the training tasks (grouped by
     cluster, :func:`make_folds` on the training tasks alone), a copy of the unfitted base is fit
     with weights zeroed on that fold and predicts it. No training task is scored by a base that
-    saw its label, and no other task's label is read (DESIGN §6; seed 003, Appendix E.1)."""
+    saw its label, and no other task's label is read (docs/evaluation.md; [BDA] Appendix E.1)."""
 
     def __init__(self, base, n_folds: int = 5, seed: int = 0):
         if not isinstance(base, _Aggregator):
@@ -629,8 +629,8 @@ def _top_label(key, log_proba, mask):
 
 
 class IsotonicRecalibrated(_Recalibrated):
-    """Leak-free isotonic recalibration of any aggregator's top-label confidence (seed 003,
-    Appendix E.1 / F.9; DESIGN §8 calibration).
+    """Leak-free isotonic recalibration of any aggregator's top-label confidence ([BDA],
+    Appendix E.1 / F.9; docs/audit.md calibration).
 
     Map: pool-adjacent-violators (:func:`isotonic_regression`) of correctness (top label ==
     gold; a gold that is not a candidate is incorrect) on top-label confidence over the base's
@@ -673,7 +673,7 @@ class IsotonicRecalibrated(_Recalibrated):
 
 
 class TemperatureScaled(_Recalibrated):
-    """Leak-free temperature scaling of any aggregator (seed 003, Appendix E.1; Guo et al.
+    """Leak-free temperature scaling of any aggregator ([BDA] Appendix E.1; Guo et al.
     2017): p(g) = softmax_g(log p_base(g) / T) over the task's candidates, with the one scalar T
     of :func:`fit_temperature` on the base's out-of-fold log-probabilities of the training tasks
     (valid log-probabilities floored at log 1e-6 both when fitting and when applying; tasks

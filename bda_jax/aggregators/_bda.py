@@ -1,6 +1,6 @@
 """Aggregators with one interface (crowd-kit/sklearn surface): ``fit`` returns self,
 ``predict_proba`` gives [T, K] probabilities over each task's candidates (0 on padding slots),
-``predict`` the chosen slot with seeded random ties (seed 003, Appendix D.6). Fitted attributes
+``predict`` the chosen slot with seeded random ties ([BDA] Appendix D.6). Fitted attributes
 end in ``_``. ``fit``/``predict`` accept :class:`Counts` or a list of traces (tallied with the
 agent list seen at fit time, so train and test agree).
 """

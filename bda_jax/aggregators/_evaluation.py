@@ -1,5 +1,5 @@
 """The evaluation harness: every arm on identical outer folds, the paper's metric row per arm and
-paired (cluster) bootstraps against a reference arm (seed 003 §5, Appendix D.1-D.2; DESIGN §6).
+paired (cluster) bootstraps against a reference arm ([BDA] §5, Appendix D.1-D.2; docs/evaluation.md).
 """
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def _out_of_fold(arm, data, outer, weights, seed):
 def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None, seed: int = 0,
              *, reference: str = "majority", n_resamples: int = 10_000,
              **tally_options) -> Evaluation:
-    """Evaluate ``arms`` on identical outer folds (DESIGN §6; seed 003 Appendix D.1).
+    """Evaluate ``arms`` on identical outer folds (docs/evaluation.md; [BDA] Appendix D.1).
 
     ``data``: traces or :class:`Counts`. ``folds``: number of outer folds (grouped by cluster,
     stratified by gold where classes repeat; :func:`make_folds`) or an explicit [T] fold id per
@@ -202,7 +202,7 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
 
 
 def decision_flips(traces, arm: str = "bda-per-agent", folds=5, seed: int = 0) -> dict:
-    """Do rounds >= 1 change decisions? (seed 003 Table 8, Appendix E.4.)
+    """Do rounds >= 1 change decisions? ([BDA] Table 8, Appendix E.4.)
 
     The arm is evaluated out of fold on the full traces and on the same traces truncated to
     round 0 (``tally(max_round=0)``), with identical folds and seeded ties. ``fix``: tasks wrong

@@ -1,4 +1,4 @@
-"""Routing audit of confidence-routed broadcast deliberation (seed 000; DESIGN §8; docs/audit.md).
+"""Routing audit of confidence-routed broadcast deliberation ([Audit]; docs/audit.md; docs/audit.md).
 
 In the audited protocol every agent privately polls a candidate answer and a confidence score,
 the most confident agent gets the floor and speaks publicly. The audit measures three things

@@ -1,4 +1,4 @@
-"""Calibration axis of the routing audit (seed 000, Table 2, Table 5 and Table 10; DESIGN §8).
+"""Calibration axis of the routing audit ([Audit] Table 2, Table 5 and Table 10; docs/audit.md).
 
 The audited protocol polls every agent for a candidate answer and a stated confidence score; this
 module asks whether those scores behave like probabilities of the candidate being correct. All
@@ -106,7 +106,7 @@ def _logit(p, eps):
 
 def fit_temperature(scores, correct, *, scale: float = 1.0, eps: float = LOGIT_EPS,
                     t_min: float = 1e-2, t_max: float = 1e3) -> float:
-    """Temperature T minimizing the NLL of sigmoid(logit(p) / T) (seed 000, Table 2).
+    """Temperature T minimizing the NLL of sigmoid(logit(p) / T) ([Audit] Table 2).
 
     ``scores`` [N] on ``[0, scale]``, ``correct`` [N] 0/1. One scalar, no bias; p is clipped to
     ``[eps, 1 - eps]`` before the logit. The NLL is convex in 1/T, so a bounded scalar search
@@ -154,7 +154,7 @@ class IsotonicFit(NamedTuple):
 
 
 def fit_isotonic(scores, correct, *, scale: float = 1.0) -> IsotonicFit:
-    """Isotonic regression of correctness on score by pool-adjacent-violators (seed 000, Table 2).
+    """Isotonic regression of correctness on score by pool-adjacent-violators ([Audit] Table 2).
 
     ``scores`` [N] on ``[0, scale]``, ``correct`` [N]. Tied scores are pooled first (their mean
     correctness, weighted by their count), then ``scipy.optimize.isotonic_regression`` fits a
@@ -267,7 +267,7 @@ def calibration_row(method: str, confidence, correct, *, n_bins: int = 10) -> Ca
 def calibration_report(scores, correct, problem, tier, *, n_folds: int = 2, seed: int = 0,
                        n_bins: int = 10, scale: float = 1.0, eps: float = LOGIT_EPS,
                        folds=None, interpolation: str = "linear") -> CalibrationReport:
-    """Raw, temperature-scaled and isotonic calibration rows, cross-fitted (seed 000, Table 2).
+    """Raw, temperature-scaled and isotonic calibration rows, cross-fitted ([Audit] Table 2).
 
     ``scores`` [N] stated confidences on ``[0, scale]``, ``correct`` [N] 0/1, ``problem`` [N] and
     ``tier`` [N] labels, one entry per valid poll candidate. Folds: ``folds`` [N] ints if given
@@ -313,7 +313,7 @@ def calibration_report(scores, correct, problem, tier, *, n_folds: int = 2, seed
 
 def calibration_by_group(scores, correct, group, *, scale: float = 1.0,
                          n_bins: int = 10) -> dict:
-    """Raw calibration row per group (e.g. per tier: the ECE column of seed 000, Table 10).
+    """Raw calibration row per group (e.g. per tier: the ECE column of [Audit] Table 10).
 
     ``scores`` [N] on ``[0, scale]``, ``correct`` [N], ``group`` [N] labels -> {label: row}, in
     sorted label order; each row's ``n`` is that group's denominator.

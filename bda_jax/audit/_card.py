@@ -1,4 +1,4 @@
-"""Trace-Audit Card (seed 000, Table 21 and Table 6): a protocol's measurement sheet.
+"""Trace-Audit Card ([Audit] Table 21 and Table 6): a protocol's measurement sheet.
 
 The card records what one needs to read a routing audit: which protocol and agents produced the
 traces, how turns were routed and ties broken, what the confidence scale was, how answers were
@@ -105,7 +105,7 @@ def _str(value, where, err, *, required=False):
 
 @dataclass
 class MetricEntry:
-    """One audited metric with its parts (seed 000, Table 6 layout).
+    """One audited metric with its parts ([Audit] Table 6 layout).
 
     ``value`` the estimate; ``numerator`` / ``denominator`` the counts it is a ratio of (the
     numerator may be negative for a net shift); ``ci_low`` / ``ci_high`` its interval;
@@ -195,7 +195,7 @@ _LABELS = [
 
 @dataclass
 class AuditCard:
-    """A Trace-Audit Card (seed 000, Table 21); fields as in the module docstring.
+    """A Trace-Audit Card ([Audit] Table 21); fields as in the module docstring.
 
     >>> card = AuditCard("broadcast", "1.0", ["gpt-oss-120b"], 3, "confidence argmax",
     ...                  "first listed wins", "integer 0-100",

@@ -1,4 +1,4 @@
-"""Commitment axis of the routing audit (seed 000: Tables 3, 4, 10-13, 16, 17; DESIGN §8).
+"""Commitment axis of the routing audit ([Audit]: Tables 3, 4, 10-13, 16, 17; docs/audit.md).
 
 In the audited protocol the router hands the turn to the agent with the highest private poll
 score, and that agent then speaks publicly. Commitment asks whether the spoken answer is the one
@@ -31,7 +31,7 @@ unconditional shift      sum(spoken_correct - poll_correct)          valid pairs
 
 Readings chosen where the paper leaves room:
 
-* PSIR and PSDRg are conditional on divergence (seed 000 Table 17 states the divergent
+* PSIR and PSDRg are conditional on divergence ([Audit] Table 17 states the divergent
   denominator), so NPCS|D = PSIR - PSDRg exactly; the unconditional improvement/degradation
   event rates (the trace-level predictors of Table 4) are returned beside them.
 * The unconditional shift is the literal mean of (spoken - poll) correctness over valid pairs.
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 DEFAULT_PRECEDENCE = ("self_revert", "incumbent_pull", "peer_echo")
-"""Primary-class order of seed 000 Table 3: self-revert, then incumbent-pull, then peer-echo."""
+"""Primary-class order of [Audit] Table 3: self-revert, then incumbent-pull, then peer-echo."""
 
 CLASSES = DEFAULT_PRECEDENCE + ("novel",)
 
@@ -178,7 +178,7 @@ def _divergent(poll, spoken, eq, rule):
 
 def divergence(poll_answer, spoken_answer, *, equivalent=None, rule: str = "residual",
                normalize: Callable[[str], str] | None = None) -> np.ndarray:
-    """[E] bool: the spoken answer differs from the polled one (seed 000 §commitment, App. H).
+    """[E] bool: the spoken answer differs from the polled one ([Audit] §commitment, App. H).
 
     ``rule`` as in the module docstring ("residual": string-different and not judged
     equivalent). A pair with a missing answer is never divergent.
@@ -195,7 +195,7 @@ def divergence(poll_answer, spoken_answer, *, equivalent=None, rule: str = "resi
 # --------------------------------------------------------------------------- PSDR / PSIR / ...
 
 class CommitmentMetrics(NamedTuple):
-    """Commitment rates of seed 000 (Tables 5, 6, 10, 17), each a :class:`Ratio`.
+    """Commitment rates of [Audit] (Tables 5, 6, 10, 17), each a :class:`Ratio`.
 
     ``psdr`` divergent / valid; ``psir`` and ``psdrg`` improvement / degradation among divergent
     pairs; ``npcs_d`` = psir - psdrg (numerator: improvements - degradations); unconditional
@@ -273,7 +273,7 @@ def commitment_terms(poll_answer, spoken_answer, poll_correct, spoken_correct, v
 def commitment_metrics(poll_answer, spoken_answer, poll_correct, spoken_correct, valid=None, *,
                        equivalent=None, rule: str = "residual",
                        normalize: Callable[[str], str] | None = None) -> CommitmentMetrics:
-    """PSDR, PSIR, PSDRg, NPCS|D and the unconditional shift (seed 000, Tables 6, 10, 17).
+    """PSDR, PSIR, PSDRg, NPCS|D and the unconditional shift ([Audit] Tables 6, 10, 17).
 
     Arrays [E] as in the module docstring. Worked example: 5 valid pairs, 3 divergent (pairs
     1-3): pair 1 improves (0 -> 1), pair 2 degrades (1 -> 0), pair 3 stays wrong, so
@@ -294,7 +294,7 @@ def commitment_metrics(poll_answer, spoken_answer, poll_correct, spoken_correct,
 
 def commitment_by_group(group, poll_answer, spoken_answer, poll_correct, spoken_correct,
                         valid=None, **kwargs) -> dict:
-    """:func:`commitment_metrics` per group label (e.g. per tier: seed 000 Table 10).
+    """:func:`commitment_metrics` per group label (e.g. per tier: [Audit] Table 10).
 
     ``group`` [E] labels; the other arguments as in :func:`commitment_metrics`. Returns
     {label: CommitmentMetrics} in sorted label order, each with its own denominators.
@@ -323,7 +323,7 @@ def commitment_by_group(group, poll_answer, spoken_answer, poll_correct, spoken_
 # --------------------------------------------------------------------------- sources
 
 class SourceRow(NamedTuple):
-    """One row of seed 000 Table 3 (primary class) or Table 13 (non-exclusive flag).
+    """One row of [Audit] Table 3 (primary class) or Table 13 (non-exclusive flag).
 
     ``name``; ``share`` = Ratio(n in the class, divergent pairs); ``delta_correct`` =
     Ratio(sum of spoken - poll correctness in the class, n in the class): x100 for pp.
@@ -357,7 +357,7 @@ def divergence_sources(poll_answer, spoken_answer, poll_correct, spoken_correct,
                        incumbent, peer_earlier, valid=None, *, equivalent=None,
                        rule: str = "residual", normalize: Callable[[str], str] | None = None,
                        precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> DivergenceSources:
-    """Where divergent spoken answers come from (seed 000, Table 3 and Table 13).
+    """Where divergent spoken answers come from ([Audit] Table 3 and Table 13).
 
     Per event [E]: ``own_earlier`` a list of the speaker's own earlier public answers,
     ``incumbent`` the system incumbent at speak time (str or None), ``peer_earlier`` a list of
@@ -488,7 +488,7 @@ def _design(X, names):
 
 def cluster_logit(y, X, clusters, *, names: Sequence[str] | None = None, intercept: bool = True,
                   standardize=False, level: float = 0.95, maxiter: int = 100) -> LogitFit:
-    """Logistic regression with cluster-robust standard errors (seed 000, Tables 4, 11, 12, 18).
+    """Logistic regression with cluster-robust standard errors ([Audit] Tables 4, 11, 12, 18).
 
     ``y`` [n] 0/1; ``X`` a mapping name -> [n] column, a DataFrame, or an [n, p] array (with
     ``names``); ``clusters`` [n] labels (problem cluster). ``standardize``: False, True (z-score
@@ -568,7 +568,7 @@ def cluster_logit(y, X, clusters, *, names: Sequence[str] | None = None, interce
 
 
 def outcome_linkage(outcome, predictors, clusters, *, standardize=True, **kwargs) -> LogitFit:
-    """Trace-level outcome-linkage logit (seed 000, Table 4 and Table 18).
+    """Trace-level outcome-linkage logit ([Audit] Table 4 and Table 18).
 
     One row per trace: ``outcome`` [n] the broadcast's final correctness, ``predictors`` the
     trace summaries (e.g. pool-solvable rate, unconditional improvement / degradation event
@@ -580,7 +580,7 @@ def outcome_linkage(outcome, predictors, clusters, *, standardize=True, **kwargs
 
 
 def adoption_logit(adopted, covariates, clusters, *, standardize=False, **kwargs) -> LogitFit:
-    """Adoption logit over (divergent speak event, visible candidate) rows (seed 000, Table 12).
+    """Adoption logit over (divergent speak event, visible candidate) rows ([Audit] Table 12).
 
     ``adopted`` [n] 1 when the spoken answer matches that candidate; ``covariates`` e.g. role
     dummies (self-prior, incumbent; peer the reference), lag in rounds, source confidence, source
@@ -610,7 +610,7 @@ def fixed_effects(labels, *, prefix: str, reference=None) -> dict:
 # --------------------------------------------------------------------------- judges
 
 class KappaResult(NamedTuple):
-    """Cohen's kappa between two judges (seed 000, Table 16).
+    """Cohen's kappa between two judges ([Audit] Table 16).
 
     ``kappa`` = (p_o - p_e) / (1 - p_e) (NaN when p_e = 1); ``agreement`` = Ratio(agreeing
     pairs, decided pairs); ``expected_agreement`` p_e from the two judges' marginals; ``n``

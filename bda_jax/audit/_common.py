@@ -1,4 +1,4 @@
-"""Pieces shared by the three axes of the routing audit (seed 000; DESIGN §8): the
+"""Pieces shared by the three axes of the routing audit ([Audit]; docs/audit.md): the
 :class:`Ratio` every rate is reported as, the tier-stratified problem folds of the cross-fitted
 calibration and the learned router, the problem-cluster bootstrap, and small grouping and
 argument checks.
@@ -8,11 +8,11 @@ Readings chosen here (each a parameter where it matters):
 * A rate is ``value = numerator / denominator``; ``value`` is NaN when the denominator is 0.
   Numerator and denominator are plain Python numbers: ``int`` when whole (block, pair or
   candidate counts), ``float`` otherwise (PCCA's sum of per-block shares, bootstrap weights).
-* Folds (seed 000, Table 2: K = 2, by problem, stratified by tier): problems, in order of first
+* Folds ([Audit] Table 2: K = 2, by problem, stratified by tier): problems, in order of first
   appearance, are shuffled by ``Generator(PCG64(seed))``, sorted by tier (stable) and dealt
   round-robin, so each tier's problems — and the problems overall — split over the folds as
   evenly as possible (fold sizes in problems differ by at most one).
-* Bootstrap (Table 6; DESIGN §8): each resample draws as many clusters as there are, with
+* Bootstrap (Table 6; docs/audit.md): each resample draws as many clusters as there are, with
   replacement (one ``multinomial`` draw per resample from ``Generator(PCG64(seed))``), and every
   unit inherits its cluster's count; the interval is the ``level`` percentile interval
   (``numpy.quantile``, linear) of the resampled statistics, undefined (NaN) ones dropped. Every
@@ -94,7 +94,7 @@ def group_rows(labels) -> list[tuple[object, np.ndarray]]:
 # ====================================================================================== folds
 def tier_stratified_folds(problem, tier=None, *, n_folds: int = 2, seed: int = 0) -> np.ndarray:
     """[N] fold id (int64, in [0, n_folds)) of each row: grouped by problem, stratified by tier
-    (seed 000, Table 2's cross-fitting: K = 2, by problem, tier-stratified).
+    ([Audit] Table 2's cross-fitting: K = 2, by problem, tier-stratified).
 
     ``problem`` [N] and ``tier`` [N] hashable labels (``tier=None``: one stratum). Every row of
     a problem lands in one fold; a problem under two tiers is refused (the tier is a property
@@ -202,7 +202,7 @@ def _ci(estimate, num, den, draws, level, G) -> BootstrapCI:
 def cluster_bootstrap(stat_fn: Callable[[np.ndarray], "Ratio | float"], clusters, seed: int = 0,
                       n_boot: int = 2000, level: float = 0.95) -> BootstrapCI:
     """Problem-cluster bootstrap of any statistic (Table 6; the paper resamples 421 problem
-    clusters, which DESIGN §8 reads as chunks of at most 10 consecutive problems within a tier —
+    clusters, which docs/audit.md reads as chunks of at most 10 consecutive problems within a tier —
     a reading its unpublished tier sizes do not let us check).
 
     ``clusters`` [n]: the cluster label of each unit (e.g. ``log.block_cluster`` for blocks);

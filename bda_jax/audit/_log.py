@@ -1,9 +1,9 @@
 """Broadcast (confidence-routed) deliberation logs: data model, JSON Lines I/O, simulator, ConfMAD.
 
-The audited protocol (seed 000, Fig. 1 and Appendix Table 7): in every discussion turn each agent
+The audited protocol ([Audit] Fig. 1 and Appendix Table 7): in every discussion turn each agent
 is *polled* privately for a candidate answer and a confidence score; the router hands the floor to
 the most confident agent, which then *speaks* publicly, and its spoken answer may differ from the
-answer it polled. DESIGN §8 pins the reading used here: a **block** is one poll round,
+answer it polled. docs/audit.md pins the reading used here: a **block** is one poll round,
 identified by ``(problem, outer_round, turn)``; a **valid candidate** is a parsed, normalized and
 labeled answer.
 
@@ -113,7 +113,7 @@ _MAX_INT = 2**31 - 1
 # ===================================================================================== data model
 @dataclass(frozen=True, eq=False)
 class BroadcastLog:
-    """Columnar poll and speak tables of a broadcast deliberation log (seed 000, Fig. 1).
+    """Columnar poll and speak tables of a broadcast deliberation log ([Audit] Fig. 1).
 
     **Poll table**, one row per (block, agent), ``R`` rows ordered by block and, within a block,
     by listing order; every array is [R]:
@@ -750,7 +750,7 @@ def write_broadcast_log(log: BroadcastLog, path) -> None:
 
 # ============================================================================ runtime routing
 def runtime_argmax(log: BroadcastLog, score=None) -> np.ndarray:
-    """[R] bool: the runtime router's pick per block (DESIGN §8): the largest ``score`` over all
+    """[R] bool: the runtime router's pick per block (docs/audit.md): the largest ``score`` over all
     polled agents, valid or not, strict ``>`` so the first-listed agent wins ties; a missing (NaN)
     score ranks below every stated one (all missing: the first listed).
 
@@ -811,7 +811,7 @@ def simulate_broadcast(seed: int, n_problems: int = 300, n_agents: int = 3, *, n
                        n_wrong_answers: int = 3, divergence_rate: float = 0.2,
                        divergence_mix: Sequence[float] = (0.2, 0.1, 0.1, 0.6),
                        cluster_size: int = 10) -> BroadcastLog:
-    """Simulate a confidence-routed broadcast run (seed 000, Fig. 1) with known ground truth.
+    """Simulate a confidence-routed broadcast run ([Audit] Fig. 1) with known ground truth.
 
     Generative model (one numpy ``Generator(PCG64(seed))``, so the same arguments give the same
     log, bit for bit):

@@ -1,4 +1,4 @@
-"""One call for the whole routing audit of a broadcast log (seed 000; DESIGN §8): routing,
+"""One call for the whole routing audit of a broadcast log ([Audit]; docs/audit.md): routing,
 calibration and commitment, each metric with its numerator, denominator and problem-cluster
 bootstrap interval, gathered on a Trace-Audit Card (Table 21) plus per-tier tables (Table 10).
 
@@ -203,7 +203,7 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
                     score_scale: float = 1.0, rule: str = "residual",
                     precedence: Sequence[str] = DEFAULT_PRECEDENCE, answer_cluster=None,
                     **card_fields) -> AuditReport:
-    """Audit a broadcast log on all three axes and fill a Trace-Audit Card (seed 000, Tables 1,
+    """Audit a broadcast log on all three axes and fill a Trace-Audit Card ([Audit] Tables 1,
     2, 3, 6, 10 and 21).
 
     ``seed``, ``n_boot``, ``level``: the problem-cluster bootstrap (and the folds and the

@@ -1,5 +1,5 @@
-"""Routing audit of confidence-routed broadcast deliberation (seed 000, §3 routing axis; Tables 1,
-6, 10 and 15; readings pinned in DESIGN §8).
+"""Routing audit of confidence-routed broadcast deliberation ([Audit] §3 routing axis; Tables 1,
+6, 10 and 15; readings pinned in docs/audit.md).
 
 Everything here is a pure function of a :class:`~bda_jax.audit._log.BroadcastLog`'s poll
 table (R rows, B blocks; see that class for the array shapes) plus optional overrides:
@@ -270,7 +270,7 @@ def unselected_blocks(log: BroadcastLog, *, selected=None) -> int:
 
 
 def pcca(log: BroadcastLog, *, score=None, weights=None) -> Ratio:
-    """Pairwise Confidence-Correctness Alignment, tie-aware (Table 6; DESIGN §8).
+    """Pairwise Confidence-Correctness Alignment, tie-aware (Table 6; docs/audit.md).
 
     Over mixed blocks only: each block's value is the mean over its (correct c, wrong w)
     valid-candidate pairs of ``1(s_c > s_w) + 0.5 * 1(s_c = s_w)``; PCCA is the block-macro
@@ -558,7 +558,7 @@ def permute_scores_within_blocks(log: BroadcastLog, seed, *, score=None) -> np.n
 
 def noisy_oracle_scores(log: BroadcastLog, sigma: float, seed) -> np.ndarray:
     """[R] synthetic scores ``clip(y + N(0, sigma^2), 0, 1)`` with ``y`` = 1 for correct valid
-    candidates, else 0 (Table 15, construction B; DESIGN §8). Clipping at 0 and 1 creates ties."""
+    candidates, else 0 (Table 15, construction B; docs/audit.md). Clipping at 0 and 1 creates ties."""
     if not (isinstance(sigma, (int, float, np.floating)) and sigma >= 0):
         raise DataError(f"sigma must be a non-negative number, got {sigma!r}", field="sigma")
     y = log.correct.astype(np.float64)

@@ -1,5 +1,5 @@
 """Trace-level summaries and adoption rows of a broadcast log: the inputs of the regressions of
-seed 000 (outcome linkage, Tables 4 and 18; adoption logit, Table 12).
+[Audit] (outcome linkage, Tables 4 and 18; adoption logit, Table 12).
 
 **Trace.** Seed 000 counts "4,181 gpt-oss-120b olympiad-math traces" over "the same 4,181
 problems" (abstract; Tables 4 and 20: n = 4,181 in the outcome linkage): a trace is one
@@ -176,7 +176,7 @@ def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def trace_summaries(log: BroadcastLog, *, rule: str = "residual") -> TraceSummaries:
     """One row of predictors per trace (= problem; module docstring), for the outcome-linkage
-    regressions of seed 000 Tables 4 and 18. ``rule``: the divergence rule of the commitment
+    regressions of [Audit] Tables 4 and 18. ``rule``: the divergence rule of the commitment
     columns.
 
     Worked example: one problem, two blocks; block 0 has a correct candidate and the selected
@@ -287,7 +287,7 @@ class AdoptionRows(NamedTuple):
 
 
 def adoption_rows(log: BroadcastLog, *, rule: str = "residual") -> AdoptionRows:
-    """Rows of the adoption logit of seed 000 Table 12 (module docstring); ``rule``: the
+    """Rows of the adoption logit of [Audit] Table 12 (module docstring); ``rule``: the
     divergence rule. Events without a visible candidate give no row."""
     if not isinstance(log, BroadcastLog):
         raise DataError(f"log must be a BroadcastLog, got {type(log).__name__}", field="log")

@@ -1,4 +1,4 @@
-"""The ``bda`` command line (issue 9; docs/cli.md).
+"""The ``bda`` command line (docs/cli.md).
 
 Subcommands: ``demo``, ``fit``, ``predict``, ``evaluate``, ``simulate``, ``study``, ``stop``
 (``replay``, ``live``), ``audit``, ``convert``, ``report``. Every command that computes something
@@ -920,7 +920,7 @@ def study(
     progress: bool = _progress_option(),
     json_out: bool = _json_option(),
 ) -> None:
-    """Adversarial and simulated-council studies (seed 003 Appendix F) on simulated councils."""
+    """Adversarial and simulated-council studies ([BDA] Appendix F) on simulated councils."""
     for path, flag in ((out, "--out"), (markdown, "--markdown"), (cache, "--cache")):
         _check_out(path, flag)
     key = name.strip().lower().replace("_", "-")

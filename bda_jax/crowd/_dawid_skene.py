@@ -1,4 +1,4 @@
-"""Dawid–Skene EM over sparse votes (Dawid and Skene 1979; seed 003 Appendix B.1 "DS-EM", F.10).
+"""Dawid–Skene EM over sparse votes (Dawid and Skene 1979; [BDA] Appendix B.1 "DS-EM", F.10).
 
 One EM serves the council arms (dense [T, I, K] votes) and the crowd estimators
 (:mod:`bda_jax.crowd`, :class:`~bda_jax.PairCounts`): both are turned into the nonzero cells of
@@ -13,7 +13,7 @@ probability
 * confusion: ``P_i[g, k]`` (rows = true class). A row indexes candidate *slots*, so it is a
   cross-task object only when every task shares one candidate list (``Counts.vocab``: semantic
   labels such as yes/no/maybe). With positional or open answers the rows mean "slot g -> slot k"
-  and the one-coin is the documented choice (seed 003, Appendix F.11).
+  and the one-coin is the documented choice ([BDA] Appendix F.11).
 
 The truth has the class prior ``pi`` (estimated, or uniform over each task's candidates). Ragged K
 is handled by masking: rows and ``pi`` live on the K_max slots and a task's padding slots are
@@ -68,7 +68,7 @@ Initializations (the starting posterior; EM starts with an M-step from it):
 * ``"majority"``: each task's vote shares (uniform where nobody voted); crowd-kit's start.
 * ``"anti"``: the mirror of majority, ``(1 - share_g) / (K_t - 1)``: at K = 2 the shares are
   swapped; at K > 2 the mass goes to the candidates the majority disfavours. At K = 2 this is the
-  other label-switching mode (seed 003 Table 16: the label-requiring "oracle" mode).
+  other label-switching mode ([BDA] Table 16: the label-requiring "oracle" mode).
 * ``"spectral"``: a one-coin spectral start in the spirit of Zhang et al. (2016): under the
   one-coin model with chance-corrected skill ``w_i = (K p_i - 1) / (K - 1)`` the expected
   chance-corrected agreement of two workers is ``(K a_ij - 1) / (K - 1) = w_i w_j`` — a rank-one
@@ -679,7 +679,7 @@ def spectral_skills(votes, mask):
 def dawid_skene_em(votes, mask, init="majority", n_iter=100, tol=1e-6,
                    smoothing=DEFAULT_SMOOTHING, *, model="one-coin", prior="estimate",
                    criterion="posterior", gold=None, error_prior=None, dtype=None) -> DSResult:
-    """Dawid–Skene EM on dense votes (seed 003 Appendix B.1 "DS-EM"; module docstring). The
+    """Dawid–Skene EM on dense votes ([BDA] Appendix B.1 "DS-EM"; module docstring). The
     votes are converted to their nonzero cells and run through the same EM as
     :func:`dawid_skene_pairs`.
 

@@ -1,4 +1,4 @@
-"""Crowd aggregation on crowd-kit's surface (DESIGN §2, §10): ``MajorityVote``, ``Wawa``,
+"""Crowd aggregation on crowd-kit's surface (docs/architecture.md): ``MajorityVote``, ``Wawa``,
 ``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``, ``GLAD``, ``MACE``.
 
 Data: a pandas DataFrame with crowd-kit's columns ``task``, ``worker``, ``label`` (one row per
@@ -22,7 +22,7 @@ evaluation harness reads).
 
 Ties. crowd-kit's ``labels_`` is ``probas_.idxmax(axis=1)``: the *first* label in column
 (sorted) order wins an exact tie, so every tied task gets the same label. Here ``tie_break=
-"random"`` (default; seed 003 Appendix D.6: a fixed order correlates with attacks) picks
+"random"`` (default; [BDA] Appendix D.6: a fixed order correlates with attacks) picks
 uniformly among the tied labels from ``seed``; ``tie_break="first"`` reproduces crowd-kit.
 
 Differences from crowd-kit 1.4.2, on purpose: ``smoothing`` (default 1e-10, crowd-kit's
@@ -326,7 +326,7 @@ def _agreement(ent: _Entries, chosen, n_agents_zeros):
 
 
 class MajorityVote(_Crowd):
-    """Majority vote: each task's label shares (crowd-kit ``MajorityVote``; seed 003 B.1).
+    """Majority vote: each task's label shares (crowd-kit ``MajorityVote``; [BDA] B.1).
 
     ``probas_`` are the vote shares (repeated rows count as repeated votes), ``labels_`` the most
     voted label (ties: ``tie_break``), ``skills_`` each worker's agreement with ``labels_``.

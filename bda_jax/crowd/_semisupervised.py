@@ -1,7 +1,7 @@
-"""Semi-supervised BDA for crowds: gold-fitted worker priors, EM over the unlabeled pool (issue 5).
+"""Semi-supervised BDA for crowds: gold-fitted worker priors, EM over the unlabeled pool.
 
 A crowd gives each task t a few votes ``v[p, k]`` (pair p = (task t, worker i); ``PairCounts.e0``)
-and a small subset of tasks carries gold. The model is BDA's (seed 003 §4, Eqs. 1-3) with the
+and a small subset of tasks carries gold. The model is BDA's ([BDA] §4, Eqs. 1-3) with the
 worker's reliability integrated out rather than plugged in:
 
 * **one-coin**: worker i is right with probability θ_i ~ Beta(κ r̄, κ (1 − r̄)), errors uniform

@@ -1,4 +1,4 @@
-"""Offline importers of real data (issue 5): crowd label sets and LLM ensemble / debate logs.
+"""Offline importers of real data: crowd label sets and LLM ensemble / debate logs.
 
 Crowd sets load as :class:`CrowdData` (a crowd-kit DataFrame ``task, worker, label`` plus a gold
 Series) and convert to traces with :func:`to_traces`; :func:`load_crowd` knows the public sets by

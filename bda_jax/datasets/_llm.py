@@ -5,7 +5,7 @@ Three public log families are read (see ``shared/data/INDEX.md``):
 * **DASE histories** (:func:`load_dase_history`): 5 worker slots re-answer an AIME or GPQA problem
   for up to 15 rounds; each round's normalized answers (``norms``) become moves. The released logs
   carry no gold, but every method's answer has a 0/1 correctness flag and problems are aligned by
-  ``idx`` across files, so :func:`recover_dase_gold` rebuilds it (DESIGN §7).
+  ``idx`` across files, so :func:`recover_dase_gold` rebuilds it (docs/stopping.md).
 * **Du et al. debates** (:func:`load_du_debate`): 3 agents x 2 rounds on GSM8K or the arithmetic
   task, full chat transcripts; each agent's answer per round is extracted from free text.
 * **Small-model debates** (:func:`load_slm_debate`): the same transcript format, 5 persona agents x
@@ -13,7 +13,7 @@ Three public log families are read (see ``shared/data/INDEX.md``):
 
 Free-text answers go through candidate-restricted parsers (:func:`parse_number`,
 :func:`parse_letter`) and every load returns a :class:`ParseReport` with the parse rates and the
-below-chance tripwire of seed 003, Appendix D.3 (an agent scoring below chance usually means the
+below-chance tripwire of [BDA] Appendix D.3 (an agent scoring below chance usually means the
 parser reads the wrong token, not that the agent is worse than guessing).
 
 Answer revisions become typed moves by :func:`revisions_to_moves` (``moves="proposals"`` or
@@ -84,7 +84,7 @@ def revisions_to_moves(rounds: Sequence[Mapping[str, str | None]], agents: Seque
 
     ``one_vote_per_round=True`` drops re-proposals in either mapping, so only new information
     counts: an unchanged answer makes no move (an agent's endorsement of an answer enters once,
-    not once per round it repeats it -- the "vocal agent" effect of seed 003, Appendix D.5). This
+    not once per round it repeats it -- the "vocal agent" effect of [BDA] Appendix D.5). This
     is not the same as ``bda_jax.tally(..., one_move_per_round=True)``, which keeps an agent's last
     informative move in each round (e.g. only the propose of a retract + propose pair); the two
     compose and the latter is not duplicated here.
@@ -474,7 +474,7 @@ def _tripwire(report: ParseReport, tripwire: str) -> None:
                       "parsed answer were left out", ParseWarning, stacklevel=3)
     if not report.flagged or tripwire == "ignore":
         return
-    message = ("answer-extraction tripwire (seed 003, Appendix D.3):\n" + report.summary())
+    message = ("answer-extraction tripwire ([BDA] Appendix D.3):\n" + report.summary())
     if tripwire == "raise":
         raise DataError(message, file=report.source, field="answers")
     warnings.warn(message, ParseWarning, stacklevel=3)
@@ -1032,7 +1032,7 @@ def load_dase_history(path, gold=None, *, benchmark: str | None = None, moves: s
     are not one of the letters A-D make no move either (``extra["off_candidate"]``).
 
     Candidates: ``A``-``D`` for GPQA; for AIME the distinct normalized answers said on that
-    problem, first seen first. Gold is never added to the candidates (DESIGN §3: that would leak
+    problem, first seen first. Gold is never added to the candidates (docs/trace-format.md: that would leak
     the label); a problem whose recovered gold nobody said is ``gold_missing``.
 
     ``gold``: ``None`` (unlabeled), ``"recover"`` (run :func:`recover_dase_gold` on the file's

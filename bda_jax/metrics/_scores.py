@@ -1,4 +1,4 @@
-"""Calibration and accuracy metrics, and the paired bootstrap (seed 003 Appendix B Eq. 5, D.1, D.2).
+"""Calibration and accuracy metrics, and the paired bootstrap ([BDA] Appendix B Eq. 5, D.1, D.2).
 
 Two levels of input:
 
@@ -142,7 +142,7 @@ def _correctness(proba, gold, gold_missing, mask, key, pred):
 
 
 def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> Scored:
-    """Top-label prediction, confidence and correctness (seed 003 Appendix B, 'Calibration').
+    """Top-label prediction, confidence and correctness ([BDA] Appendix B, 'Calibration').
 
     ``proba`` [T, K], ``gold`` [T] int (-1: none), ``gold_missing`` [T] bool, ``mask`` [T, K].
     The prediction is the argmax over the task's valid slots: the first maximal slot, or, with a
@@ -174,7 +174,7 @@ def accuracy(correct, weights=None) -> jax.Array:
 
 @jax.jit
 def brier_top(confidence, correct, weights=None) -> jax.Array:
-    """Top-label Brier score (Brier 1950; seed 003 Appendix B): mean of (confidence - correct)^2.
+    """Top-label Brier score (Brier 1950; [BDA] Appendix B): mean of (confidence - correct)^2.
 
     ``confidence``, ``correct``, ``weights`` [T] -> scalar. This is the ``brier`` of the paper's
     tables and of :func:`summary`; the proper multiclass score is :func:`brier_mc`.
@@ -187,7 +187,7 @@ def brier_top(confidence, correct, weights=None) -> jax.Array:
 
 
 def ece(confidence, correct, n_bins=None, binning="width", weights=None) -> jax.Array:
-    """Expected calibration error, seed 003 Appendix B Eq. (5) (Guo et al. 2017).
+    """Expected calibration error, [BDA] Appendix B Eq. (5) (Guo et al. 2017).
 
     ECE = sum_m |B_m|/n |acc(B_m) - conf(B_m)|, computed as sum_m |sum_{B_m} (correct - conf)| / n
     (empty bins add 0). ``confidence``, ``correct``, ``weights`` [T] -> scalar.
@@ -228,7 +228,7 @@ class ReliabilityBins(NamedTuple):
 
 def reliability_bins(confidence, correct, n_bins=None, binning="width",
                      weights=None) -> ReliabilityBins:
-    """Reliability-diagram bins with the binning of :func:`ece` (seed 003 Appendix B). [M] each.
+    """Reliability-diagram bins with the binning of :func:`ece` ([BDA] Appendix B). [M] each.
 
     >>> rb = reliability_bins([0.05, 0.15, 0.15, 0.95], [0, 1, 0, 1])
     >>> rb.count.astype(int).tolist()
@@ -299,7 +299,7 @@ def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.A
     ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]. A gold_missing task's
     one-hot is all zeros (its score is sum_g p_g^2). ``reduce=True``: the mean over labeled tasks
     (scalar, range [0, 2]); ``reduce=False``: the per-task scores [T], NaN on unlabeled tasks.
-    Proper, and the score hyperparameters are selected on (DESIGN §6).
+    Proper, and the score hyperparameters are selected on (docs/evaluation.md).
 
     >>> float(brier_mc([[0.5, 0.5], [0.25, 0.75]], [0, 1]))
     0.3125
@@ -355,7 +355,7 @@ def _summary_arrays(proba, gold, gold_missing, mask, key, pred):
 
 
 def summary(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> dict:
-    """The paper's metric row for one arm (seed 003 §6 and Appendix B), as plain Python numbers.
+    """The paper's metric row for one arm ([BDA] §6 and Appendix B), as plain Python numbers.
 
     ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]; ``key`` / ``pred`` as
     in :func:`correctness`. Returns ``accuracy``, ``ece_ew`` (10 equal-width bins), ``ece_em``
@@ -471,7 +471,7 @@ def _boot_stat(key, stat_fn, data_a, data_b, unit, n_units, n_resamples, batch_s
 
 def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None, *,
                      higher_is_better=True, level=0.95, batch_size=None) -> BootstrapResult:
-    """Paired bootstrap of a per-task mean (seed 003 §5 and Appendix D.2: 10,000 resamples).
+    """Paired bootstrap of a per-task mean ([BDA] §5 and Appendix D.2: 10,000 resamples).
 
     ``metric_a``, ``metric_b`` [T]: per-task contributions of two arms on the same tasks (e.g.
     ``correct``, or ``(confidence - correct)**2``, or ``brier_mc(..., reduce=False)``); pass only
@@ -516,7 +516,7 @@ def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None,
 def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], data_a, data_b,
                           n_resamples=10_000, clusters=None, *, higher_is_better=True, level=0.95,
                           batch_size=None) -> BootstrapResult:
-    """Paired bootstrap of any weighted statistic, e.g. ECE (seed 003 §5, Appendix D.2).
+    """Paired bootstrap of any weighted statistic, e.g. ECE ([BDA] §5, Appendix D.2).
 
     ``stat_fn(data, weights) -> scalar``: ``data`` a pytree of arrays with a leading task axis T
     (``data_a`` and ``data_b``: the two arms on the same tasks), ``weights`` [T] float

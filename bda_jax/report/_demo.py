@@ -9,7 +9,7 @@
   wrong answer on 90 % of the tasks; :func:`bda_jax.simulate.simulate_council`): the same, plus
   the coalition's compliance and contagion (:func:`bda_jax.adversarial.coalition_report`);
 * a small **dose-response** grid (count-level corruption of a clean council,
-  :func:`bda_jax.adversarial.corrupt_traces`; seed 003 Table 12) and a small **sleeper** curve
+  :func:`bda_jax.adversarial.corrupt_traces`; [BDA] Table 12) and a small **sleeper** curve
   with the row-drift monitor (:func:`bda_jax.adversarial.sleeper_study`; F.8, F.13);
 * a **DASE replay** of the bundled excerpts of the released DASE logs (spatial arena; evidence
   trajectories, commit partition, routing gap; :mod:`bda_jax.stopping`).
@@ -317,7 +317,7 @@ def _council(cells: _Cells, cfg: dict) -> dict:
 # --------------------------------------------------------------------------- attacks
 
 def _dose(cells: _Cells, cfg: dict) -> dict:
-    """seed 003 Table 12 in small: a clean council corrupted at p_wrong, evaluated per arm."""
+    """[BDA] Table 12 in small: a clean council corrupted at p_wrong, evaluated per arm."""
     from ..adversarial._attacks import corrupt_traces, corruption_summary
     from .._core.counts import tally
     from ..aggregators._evaluation import evaluate

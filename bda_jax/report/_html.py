@@ -591,7 +591,7 @@ def _dataset_section(block: dict, anchor: str) -> str:
 def _dose_section(dose: dict) -> str:
     parts = ['<section id="dose"><h2>Dose–response under count-level corruption</h2>',
              f'<p class="meta">{_e(dose.get("setup", ""))}. {_e(dose.get("n_tasks"))} traces; '
-             "seed 003 Appendix F.3, Table 12 (small grid).</p>",
+             "[BDA] Appendix F.3, Table 12 (small grid).</p>",
              f"<figure>{_img(_fig_dose(dose), 'dose-response curves')}</figure>"]
     p_grid = list(dose.get("p_grid") or sorted({r["p_wrong"] for r in dose["rows"]}))
     rows = []

@@ -1,8 +1,8 @@
-"""A council simulator that is *not* BDA's own generative model (DESIGN §6; issue 3, item 6).
+"""A council simulator that is *not* BDA's own generative model (docs/evaluation.md).
 
 BDA reads every informative move as an independent draw from a per-agent categorical noise model
-(seed 003 §3). A simulator that drew moves that way would make BDA calibrated by construction and
-test nothing. This one reproduces what real councils do instead (seed 003 §5, Appendix D.7, F.14):
+([BDA] §3). A simulator that drew moves that way would make BDA calibrated by construction and
+test nothing. This one reproduces what real councils do instead ([BDA] §5, Appendix D.7, F.14):
 
 * **Shared question difficulty.** Every question q has a latent logit shift ``difficulty_sd * z_q``
   shared by all seats and all seeds, plus a per-(question, seat) shift ``seat_question_sd * u_qi``
@@ -64,7 +64,7 @@ class Behavior:
       adversary_relent: per move in rounds >= 1, probability that an active adversary abandons the
         attack for the rest of the task: it concedes to the latest move holding the gold answer
         (or re-proposes gold when no other seat holds it) and deliberates honestly from then on,
-        with belief ``|belief|`` in gold. Live adversaries do this (seed 003 Appendix G.1: their
+        with belief ``|belief|`` in gold. Live adversaries do this ([BDA] Appendix G.1: their
         full-trace r_i is 0.21 / 0.29 against about 0.07 in round 0); 0 keeps every complying
         adversary wrong in every round.
       overconfidence: stated confidence is ``sigmoid(belief + overconfidence + 0.5 * N(0, 1))``,
@@ -175,7 +175,7 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
                      candidate_labels: Sequence[str] | None = None,
                      agent_names: Sequence[str] | None = None,
                      metadata: bool = True) -> list[Trace]:
-    """Simulate deliberation traces of a council with correlated errors (issue 3, item 6).
+    """Simulate deliberation traces of a council with correlated errors.
 
     Args:
       seed: integer seed of a ``numpy.random.Generator``; equal seeds give identical traces.

@@ -1,4 +1,4 @@
-"""DASE stopping rules (seed 002): the evidence score, the spatial arena and the heuristic streak
+"""DASE stopping rules ([DASE]): the evidence score, the spatial arena and the heuristic streak
 rule as batched JAX functions, a live :class:`Stopper`, and replay / re-simulation of the released
 DASE history logs with commit-partition, routing-gap and accuracy-coverage summaries.
 See docs/stopping.md."""

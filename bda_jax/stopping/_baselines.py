@@ -1,4 +1,4 @@
-"""DASE baselines and comparisons (seed 002 §4-§5, Appendix F): the SC70 / IMSC70 vote logs,
+"""DASE baselines and comparisons ([DASE] §4-§5, Appendix F): the SC70 / IMSC70 vote logs,
 self-consistency sliced to k samples, accuracy-versus-inferences curves, paired McNemar tests
 with Benjamini-Hochberg correction, and cost accounting from the logged fields.
 
@@ -46,7 +46,7 @@ class VoteLog:
 
 
 def load_vote_log(path) -> VoteLog:
-    """Read a ``safe_SC70_*_Logs.jsonl`` / ``safe_IMSC70_*_Logs.jsonl`` file (seed 002 §4).
+    """Read a ``safe_SC70_*_Logs.jsonl`` / ``safe_IMSC70_*_Logs.jsonl`` file ([DASE] §4).
 
     Raises :class:`DataError` naming file, line and field on a malformed record.
     """
@@ -107,7 +107,7 @@ def encode_votes(votes: Sequence[Sequence[str | None]], k_max: int | None = None
 
 
 def sc_k_winners(votes: Sequence[Sequence[str | None]], ks: Sequence[int] | None = None):
-    """SC-k answers (seed 002 §4): plurality of each problem's first k votes, empties skipped,
+    """SC-k answers ([DASE] §4): plurality of each problem's first k votes, empties skipped,
     ties to the first seen; ``None`` where the first k votes are all empty.
 
     votes: B lists of raw answers (``None`` = empty). Returns ``(ks [S], answers)`` with
@@ -152,7 +152,7 @@ def accuracy_both(ok: np.ndarray, idx: Sequence[int], gold: Mapping) -> dict:
 
 
 def sc_curve(log: VoteLog, gold: Mapping) -> dict:
-    """Accuracy versus inferences for SC-k / IMSC-k, k = 1..70 (seed 002 Figure 3 / 14).
+    """Accuracy versus inferences for SC-k / IMSC-k, k = 1..70 ([DASE] Figure 3 / 14).
 
     Inferences = k + the log's pool inferences (IMSC's 5 seeding calls; 0 for SC). Returns lists
     ``k``, ``inferences``, ``acc_all``, ``acc_recovered`` and ``correct`` (counts)."""
@@ -167,7 +167,7 @@ def sc_curve(log: VoteLog, gold: Mapping) -> dict:
 
 # ----------------------------------------------------------------------------- tests
 def mcnemar_exact(a_ok, b_ok) -> dict:
-    """Exact McNemar test on paired 0/1 outcomes [B] (seed 002 §5, Figures 15-16): two-sided
+    """Exact McNemar test on paired 0/1 outcomes [B] ([DASE] §5, Figures 15-16): two-sided
     binomial test of the discordant pairs, n10 ~ Bin(n10 + n01, 1/2)
     (``scipy.stats.binomtest``); p = 1 when there is no discordant pair."""
     from scipy.stats import binomtest
@@ -214,7 +214,7 @@ def pairwise_mcnemar(outcomes: Mapping[str, np.ndarray], pairs=None) -> list[dic
 def dase_history_outcomes(path, gold: Mapping) -> dict:
     """A DASE history file's committed answers, correctness and accounting: ``idx`` [B],
     ``answer`` [B] (``cert.consensus``), ``ok`` bool [B], logged ``flag`` [B] (``final_acc``),
-    ``steps`` [B], ``inferences`` [B] = 5 x steps (seed 002 §4), ``tokens`` [B], ``cost`` [B]."""
+    ``steps`` [B], ``inferences`` [B] = 5 x steps ([DASE] §4), ``tokens`` [B], ``cost`` [B]."""
     path = Path(path)
     out = {k: [] for k in ("idx", "answer", "flag", "steps", "tokens", "cost", "n_slots")}
     bench = None

@@ -1,7 +1,7 @@
 """Calibrated stopping for re-answering LLM ensembles: stop when the BDA posterior over the
 answers seen so far is confident, with per-slot priors cross-fitted on labeled problems.
 
-Evidence (seed 003 Eqs. 1-2, the one-coin kernel, tempered): at round t, every non-empty answer
+Evidence ([BDA] Eqs. 1-2, the one-coin kernel, tempered): at round t, every non-empty answer
 of slot s in rounds <= t is one proposal; with N_s proposals of which E_sk name candidate k,
 
     log pi(k | rounds <= t) = tau * sum_s [log B(alpha_s + E_sk, beta_s + N_s - E_sk)
@@ -11,7 +11,7 @@ Candidates: GPQA the four letters (other answers count as empty); AIME the norma
 seen by round t plus one "unseen answer" slot (so a unanimous round is not certainty by
 construction). Stop at the first round whose max posterior over *seen* answers reaches the
 threshold; otherwise commit the argmax at the last recorded round ("fallback"). The stop round
-never exceeds the problem's recorded last round (truncation-valid on DASE logs, seed 002 §4).
+never exceeds the problem's recorded last round (truncation-valid on DASE logs, [DASE] §4).
 
 Fitting (cross-fitted by problem, K folds): for round t, slot means mu_s(t) are the Laplace
 smoothed share of correct proposals in rounds <= min(t, last) over the *other* folds' problems

@@ -1,4 +1,4 @@
-"""DASE stopping rules (seed 002: §3 "DASE-Spatial", Appendix H.1-H.2; DESIGN §7) in pure JAX.
+"""DASE stopping rules ([DASE]: §3 "DASE-Spatial", Appendix H.1-H.2; docs/stopping.md) in pure JAX.
 
 Two rules decide, round by round, when an ensemble of ``n`` workers has deliberated enough:
 
@@ -58,7 +58,7 @@ _TRACES = Counter()          # how often each batched rule was traced (tests che
 # ----------------------------------------------------------------------------- per-round pieces
 @partial(jax.jit, static_argnames="n")
 def evidence_score(r, n_valid, n: int = 5, w: float = 0.2, empty_g: float = 0.0):
-    """Evidence score g_t of Eq. (1) (seed 002, Appendix H.1), elementwise.
+    """Evidence score g_t of Eq. (1) ([DASE] Appendix H.1), elementwise.
 
     g = [I_{1-a}(r+1, n-r+1) - I_{1/2}(r+1, n-r+1)] / [I_{1-a}(r+1, n-r+1) - I_a(r+1, n-r+1)]
     with a = w * eps / n, eps = n - n_valid empty workers and r the count of the round's most
@@ -140,7 +140,7 @@ def _tally(state: State, ids_t, live):
 
 
 def spatial_step(params: ArenaParams, state: State, ids_t, active, last):
-    """One round of the spatial arena (seed 002 §3, Appendix H.2) for one problem.
+    """One round of the spatial arena ([DASE] §3, Appendix H.2) for one problem.
 
     ``ids_t`` [n] answer ids (-1 empty); ``active`` [] bool: the round exists and t < L; ``last``
     [] bool: no round follows it (commit the fallback if still running). A committed or inactive
@@ -169,7 +169,7 @@ def spatial_step(params: ArenaParams, state: State, ids_t, active, last):
 
 
 def heuristic_step(params: HeuristicParams, state: State, ids_t, active, last):
-    """One round of the heuristic (neuro) rule with streak k (DESIGN §7) for one problem.
+    """One round of the heuristic (neuro) rule with streak k (docs/stopping.md) for one problem.
 
     Winner = plurality of the round's answers, g = its share of the non-empty answers; an empty
     round has winner -1, g = 0 and resets the streak to 0. Stop (``consensus``) if t == 1 and
@@ -284,7 +284,7 @@ def _unpad(res: StopResult, G: int, B: int, R: int, scalar: bool) -> StopResult:
 
 def spatial_rule(ids, mask=None, W=4, *, L: int = 15, empty_g: float = 0.0, w: float = 0.2,
                  cx: float = 0.01) -> StopResult:
-    """DASE-Spatial over a batch (seed 002 §3, Eq. 1, Appendix H.2), one compiled call.
+    """DASE-Spatial over a batch ([DASE] §3, Eq. 1, Appendix H.2), one compiled call.
 
     ``ids`` [B, R, n] int answer ids (-1 empty; see :func:`encode_answers`), ``mask`` [B, R]
     recorded rounds (default all). ``W``: an int, or a 1-D grid [G] of ints, which puts a leading
@@ -307,7 +307,7 @@ def spatial_rule(ids, mask=None, W=4, *, L: int = 15, empty_g: float = 0.0, w: f
 
 
 def heuristic_rule(ids, mask=None, k=4, *, L: int = 15) -> StopResult:
-    """DASE Neuro / heuristic streak rule (DESIGN §7) over a batch, one compiled call.
+    """DASE Neuro / heuristic streak rule (docs/stopping.md) over a batch, one compiled call.
 
     Shapes as :func:`spatial_rule`; ``k`` an int or a 1-D grid [G]. ``x`` holds the streak.
 
@@ -600,7 +600,7 @@ def replay_history(path, rule: str | None = None, W=None, k=None, empty_g: float
     ``rule``, ``W`` / ``k`` and ``L`` default to what the file name says (``Bellman`` ->
     spatial, ``DDM`` -> heuristic; ``_4_``, ``_8_``, ``k4``, ``8k``; ``L15`` / ``15L``; without
     an L in the name, the longest recorded history). ``empty_g=0.5`` and ``normalize=False``
-    reproduce the released logs (DESIGN §7); ``empty_g=0.0`` is the paper's correction. The
+    reproduce the released logs (docs/stopping.md); ``empty_g=0.0`` is the paper's correction. The
     whole file runs as one batched, compiled call.
     """
     hb = load_history_batch(path, normalize=normalize)
@@ -613,7 +613,7 @@ def resimulate(path, grid: Sequence[int], rule: str | None = None, empty_g: floa
                L: int | None = None, *, normalize: bool = False) -> dict[int, list[ReplayRecord]]:
     """Offline re-simulation of other arena sizes W (or streaks k) on a recorded history.
 
-    Valid only for variants that stop no later than the recorded run (DESIGN §7): the x path
+    Valid only for variants that stop no later than the recorded run (docs/stopping.md): the x path
     does not depend on W (V_R - V_L = 2g - 1 + 2 cx x) and a smaller k only relaxes the stop,
     so W or k at most the recorded one is accepted and anything larger raises. All grid values
     run in one compiled call; returns ``{value: records}``. Records whose variant would need
@@ -664,7 +664,7 @@ def commit_partition(records: Sequence[ReplayRecord], gold, benchmark: str = "ai
 
 def routing_gap(key, records: Sequence[ReplayRecord], gold, benchmark: str = "aime", *,
                 versus: str = "rest", n_boot: int = 2000, level: float = 0.95) -> dict:
-    """Routing gap (seed 002 §5): accuracy of dispatched commits (right wall / consensus)
+    """Routing gap ([DASE] §5): accuracy of dispatched commits (right wall / consensus)
     minus accuracy of ``versus`` (``"rest"``: every flagged problem; ``"left_wall"``), with a
     percentile bootstrap CI over problems (``n_boot`` resamples from ``key``; a resample with an
     empty bucket is dropped; an empty bucket in the data gives NaN). Returns ``{"gap", "low", "high", "dispatched", "other",
