@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import bda_jax  # noqa: E402
-from bda_jax.aggregators import DawidSkene  # noqa: E402
+from bda_jax.aggregators import CouncilDawidSkene  # noqa: E402
 from bda_jax.simulate import simulate_council  # noqa: E402
 
 ARMS = ["majority", "bda-shared", "bda-per-agent", "bda-tempered", "bda-confusion", "stacking",
@@ -84,7 +84,7 @@ def main():
     gold = np.asarray(counts.gold)
     ds = {}
     for init in ("majority", "spectral", "anti"):
-        pred = DawidSkene(init=init).fit(counts).predict(counts)
+        pred = CouncilDawidSkene(init=init).fit(counts).predict(counts)
         ds[init] = float(np.mean(pred == gold))
     out["ds_em_coalition_k2"] = ds
     md += ["## Unsupervised DS-EM under a two-seat always-wrong coalition (K = 2)", "",

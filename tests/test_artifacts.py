@@ -8,7 +8,7 @@ import pytest
 from bda_jax import ArtifactError, DataError, make_arm, tally
 from bda_jax.aggregators._artifacts import (INLINE_LIMIT, SCHEMA_VERSION, check_agents,
                                     fingerprint_counts, load_model, model_state, save_model)
-from bda_jax.aggregators import BDAConfusion, DawidSkene, IsotonicRecalibrated, Majority
+from bda_jax.aggregators import BDAConfusion, CouncilDawidSkene, IsotonicRecalibrated, Majority
 from bda_jax.simulate import simulate_council
 
 
@@ -30,7 +30,7 @@ def other():
 MODELS = {
     "bda-per-agent": lambda: make_arm("bda-per-agent", 1),
     "BDAConfusion": lambda: BDAConfusion(seed=2),
-    "ds-em": lambda: DawidSkene(model="confusion"),
+    "ds-em": lambda: CouncilDawidSkene(model="confusion"),
     "iso:majority": lambda: IsotonicRecalibrated(Majority(), n_folds=3),
     "stacking": lambda: make_arm("stacking"),
     "gated-vote": lambda: make_arm("gated-vote"),
@@ -78,7 +78,7 @@ def test_large_arrays_go_to_the_npz(counts, tmp_path):
 def saved(counts, tmp_path_factory):
     """A DS-EM model (it needs the .npz) saved once; tests copy the two files."""
     d = tmp_path_factory.mktemp("saved")
-    model = DawidSkene().fit(counts)
+    model = CouncilDawidSkene().fit(counts)
     save_model(d / "model.json", model, counts_fingerprint=counts)
     return d
 

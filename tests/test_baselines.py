@@ -9,10 +9,10 @@ import pytest
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
 from bda_jax import Counts, DataError
-from bda_jax.aggregators._bda import Majority, _Aggregator
+from bda_jax.aggregators import Aggregator, Majority
 from bda_jax.aggregators._baselines import (BestMember, GatedVote, IsotonicRecalibrated,
                                     LogisticStacking, TemperatureScaled, VerbalizedVote,
-                                    fit_temperature, isotonic_regression, pav, round0_accuracy)
+                                    fit_posterior_temperature, isotonic_regression, pav, round0_accuracy)
 
 # One stacking configuration and one council shape throughout: the vmapped L-BFGS grid compiles
 # once for the whole file.
@@ -324,11 +324,11 @@ def test_fit_temperature_recovers_known_temperature():
     p /= p.sum(1, keepdims=True)
     gold = (p.cumsum(1) > rng.random((T, 1))).argmax(1)
     overconfident = jax.nn.log_softmax(true_t * z, axis=-1)
-    t_hat = fit_temperature(overconfident, gold, np.ones((T, K), bool))
+    t_hat = fit_posterior_temperature(overconfident, gold, np.ones((T, K), bool))
     assert abs(t_hat - true_t) < 0.2
 
 
-class _Overconfident(_Aggregator):
+class _Overconfident(Aggregator):
     """A fixed base: log_softmax(1.5 c_0) while the truth is softmax(0.5 c_0), i.e. T = 3."""
 
     def fit(self, data, weights=None):

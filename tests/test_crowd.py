@@ -7,7 +7,7 @@ from scipy.special import logsumexp
 
 import bda_jax as bda
 from bda_jax import crowd
-from bda_jax.crowd._dawid_skene import DawidSkene as CouncilDS
+from bda_jax.aggregators import CouncilDawidSkene as CouncilDS
 from bda_jax.simulate import simulate_council
 from reference import EXAMPLE, SHARED_DATA
 

@@ -5,7 +5,8 @@ import pytest
 from scipy.special import logsumexp
 
 import bda_jax as bda
-from bda_jax.crowd._dawid_skene import (DawidSkene, dawid_skene_em, dawid_skene_pairs,
+from bda_jax.aggregators import CouncilDawidSkene
+from bda_jax.crowd import (dawid_skene_em, dawid_skene_pairs,
                                       dawid_skene_trace, ds_init_posterior, spectral_skills)
 
 
@@ -122,7 +123,7 @@ def test_recovers_one_coin_accuracies_and_beats_majority(rng):
     acc = np.array([0.92, 0.85, 0.55, 0.45, 0.4, 0.4, 0.35])
     votes, mask, gold = onecoin_votes(rng, 3000, acc, 3, p_vote=0.9)
     counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes)
-    est = DawidSkene().fit(counts)
+    est = CouncilDawidSkene().fit(counts)
     assert est.converged_
     np.testing.assert_allclose(est.skills_, acc, atol=0.03)
     maj_acc = np.mean(np.asarray(bda.majority(jax.random.key(0), counts).index) == gold)
@@ -168,8 +169,8 @@ def test_confusion_model_learns_a_systematically_confused_worker(rng):
     P = np.stack([honest] * 4 + [cyclic])                    # worker 4: truth g -> votes g + 1
     votes, mask, gold = confusion_votes(rng, 2000, P)
     counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes, vocab=("x", "y", "z"))
-    conf = DawidSkene(model="confusion", n_iter=500).fit(counts)
-    one = DawidSkene(model="one-coin", n_iter=500).fit(counts)
+    conf = CouncilDawidSkene(model="confusion", n_iter=500).fit(counts)
+    one = CouncilDawidSkene(model="one-coin", n_iter=500).fit(counts)
     assert conf.label_space_ == "semantic" and conf.converged_ and one.converged_
     np.testing.assert_allclose(conf.confusion_, P, atol=0.07)
     np.testing.assert_allclose(conf.prior_, 1 / K, atol=0.04)
@@ -188,7 +189,7 @@ def test_table16_label_switching_under_an_always_wrong_coalition(rng, model):
     counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes, gold=gold)
     acc, pred = {}, {}
     for init in ("majority", "spectral", "anti"):
-        pred[init] = argmax(DawidSkene(model=model, init=init).fit(counts))
+        pred[init] = argmax(CouncilDawidSkene(model=model, init=init).fit(counts))
         acc[init] = np.mean(pred[init] == gold)
     assert acc["majority"] <= 0.2 and acc["spectral"] <= 0.2, acc
     assert acc["anti"] >= 0.8, acc
@@ -201,7 +202,7 @@ def test_predict_proba_ragged_padding_and_fit_equivalence(rng):
     counts = bda.Counts.from_arrays(votes.sum(-1), votes, votes, K=Kt, gold=gold)
     for model, init in [("one-coin", "majority"), ("one-coin", "spectral"),
                         ("one-coin", "anti"), ("confusion", "majority")]:
-        est = DawidSkene(model=model, init=init).fit(counts)
+        est = CouncilDawidSkene(model=model, init=init).fit(counts)
         proba = est.predict_proba(counts)
         assert proba.shape == mask.shape and np.isfinite(proba).all()
         np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-5)
@@ -225,13 +226,13 @@ def test_deterministic_gold_blind_and_seeded_ties(rng):
     a = bda.Counts.from_arrays(votes.sum(-1), votes, votes, K=Kt, gold=gold)
     other = np.where(rng.random(60) < 0.5, -1, (gold + 1) % Kt)             # different gold
     b = bda.Counts.from_arrays(votes.sum(-1), votes, votes, K=Kt, gold=other)
-    f1, f2 = (DawidSkene(prior="uniform", seed=3).fit(c) for c in (a, b))
+    f1, f2 = (CouncilDawidSkene(prior="uniform", seed=3).fit(c) for c in (a, b))
     np.testing.assert_array_equal(f1.log_proba_, f2.log_proba_)   # gold is never read
     np.testing.assert_array_equal(f1.skills_, f2.skills_)
     assert f1.log_likelihood_ == f2.log_likelihood_ and f1.n_iter_ == f2.n_iter_
     np.testing.assert_array_equal(f1.predict(a), f2.predict(a))
     np.testing.assert_allclose(f1.predict_proba(a)[:20], 1 / 4, atol=1e-7)
-    picks = np.stack([DawidSkene(prior="uniform", seed=s).fit(a).predict(a)[:20]
+    picks = np.stack([CouncilDawidSkene(prior="uniform", seed=s).fit(a).predict(a)[:20]
                       for s in range(2)])
     assert len(np.unique(picks[0])) >= 3                     # ties are random, not lexicographic
     assert (picks[0] != picks[1]).any()
@@ -247,25 +248,25 @@ def test_traces_and_round0_vs_all_votes():
                  mv("4", "c", 1, "vote", right)]
         traces.append(bda.Trace(f"q{t}", tuple(moves), ("yes", "no"), right))
     counts = bda.tally(traces)
-    from_traces = DawidSkene().fit(traces)
-    from_counts = DawidSkene().fit(counts)
+    from_traces = CouncilDawidSkene().fit(traces)
+    from_counts = CouncilDawidSkene().fit(counts)
     assert from_traces.agents_ == ("a", "b", "c")
     np.testing.assert_array_equal(from_traces.log_proba_, from_counts.log_proba_)
     np.testing.assert_array_equal(from_traces.predict_proba(traces),
                                   from_counts.predict_proba(counts))
-    r0 = DawidSkene(votes="round0").fit(counts)
-    everything = DawidSkene(votes="all").fit(counts)
+    r0 = CouncilDawidSkene(votes="round0").fit(counts)
+    everything = CouncilDawidSkene(votes="all").fit(counts)
     assert r0.skills_[2] < everything.skills_[2]               # c's round-1 votes agree
 
 
 def test_errors(rng):
     votes, mask, _ = onecoin_votes(rng, 10, [0.8, 0.7], 2)
     with pytest.raises(bda.DataError, match="model"):
-        DawidSkene(model="three-coin")
+        CouncilDawidSkene(model="three-coin")
     with pytest.raises(bda.DataError, match="votes"):
-        DawidSkene(votes="round1")
+        CouncilDawidSkene(votes="round1")
     with pytest.raises(bda.DataError, match="init"):
-        DawidSkene(init="random")
+        CouncilDawidSkene(init="random")
     with pytest.raises(bda.DataError, match="n_iter"):
         dawid_skene_em(votes, mask, n_iter=0)
     with pytest.raises(bda.DataError, match="smoothing"):
@@ -277,8 +278,8 @@ def test_errors(rng):
     with pytest.raises(bda.DataError, match="votes"):
         dawid_skene_em(votes[0], mask)
     with pytest.raises(bda.DataError, match="fit"):
-        DawidSkene().predict_proba(bda.Counts.from_arrays(votes.sum(-1), votes, votes))
-    est = DawidSkene().fit(bda.Counts.from_arrays(votes.sum(-1), votes, votes))
+        CouncilDawidSkene().predict_proba(bda.Counts.from_arrays(votes.sum(-1), votes, votes))
+    est = CouncilDawidSkene().fit(bda.Counts.from_arrays(votes.sum(-1), votes, votes))
     v3 = np.concatenate([votes, np.zeros((10, 2, 1), np.int32)], axis=2)
     with pytest.raises(bda.DataError, match="K"):
         est.predict_proba(bda.Counts.from_arrays(v3.sum(-1), v3, v3))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.aggregators import DawidSkene
+from bda_jax.aggregators import CouncilDawidSkene
 from bda_jax.simulate import simulate_council
 
 pytestmark = pytest.mark.slow
@@ -45,6 +45,6 @@ def test_tempering_halves_onecoin_ece_at_k4():
 def test_ds_em_mirror_under_a_coalition():
     counts = bda.tally(simulate_council(2, 1500, [0.75, 0.75, 0.75], adversaries=[0, 1]))
     gold = np.asarray(counts.gold)
-    acc = {init: np.mean(DawidSkene(init=init).fit(counts).predict(counts) == gold)
+    acc = {init: np.mean(CouncilDawidSkene(init=init).fit(counts).predict(counts) == gold)
            for init in ("majority", "spectral", "anti")}
     assert acc["majority"] <= 0.2 and acc["spectral"] <= 0.2 and acc["anti"] >= 0.8

@@ -26,7 +26,7 @@ class Decision(NamedTuple):
 
 
 @jax.jit
-def _argmax_random_ties(key, scores, mask):
+def argmax_random_ties(key, scores, mask):
     scores = jnp.where(mask, scores, -jnp.inf)
     best = jnp.max(scores, axis=-1, keepdims=True)
     tied = mask & (scores == best)
@@ -39,7 +39,7 @@ def decide(key, log_proba, mask=None) -> Decision:
     log_proba = jnp.asarray(log_proba)
     if mask is None:
         mask = jnp.isfinite(log_proba)
-    index = _argmax_random_ties(key, log_proba, mask)
+    index = argmax_random_ties(key, log_proba, mask)
     proba = jnp.where(mask, jnp.exp(log_proba), 0.0)
     return Decision(index, jnp.take_along_axis(proba, index[:, None], axis=-1)[:, 0], proba)
 
@@ -66,5 +66,5 @@ def majority(key, counts: Counts, *, rounds: str = "round0") -> Decision:
         raise DataError(f"rounds must be 'round0' or 'all', got {rounds!r}", field="rounds")
     votes = jnp.sum(counts.e0 if rounds == "round0" else counts.e, axis=1)
     shares = vote_shares(votes, counts.mask)
-    index = _argmax_random_ties(key, votes.astype(jnp.float32), counts.mask)
+    index = argmax_random_ties(key, votes.astype(jnp.float32), counts.mask)
     return Decision(index, jnp.take_along_axis(shares, index[:, None], axis=-1)[:, 0], shares)

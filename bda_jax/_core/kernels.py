@@ -39,6 +39,7 @@ from jax.scipy.special import gammaln
 
 from .counts import Counts
 from .errors import DataError
+from .numerics import float_dtype
 
 __all__ = ["onecoin_log_posterior", "confusion_log_posterior", "DEFAULT_TABLE_SIZE"]
 
@@ -48,16 +49,6 @@ _UNROLL_CANDIDATES = 32   # K up to this: the log-sum-exp over candidates is unr
 _UNROLL_CELLS = 256       # I * K up to this: the confusion contraction is unrolled by cell
 _SPLIT_COUNTS = 64        # float32 confusion with counts from this up: exact integer part
 _EXACT_TABLE_ENTRIES = 1 << 21   # I (max N + 1) up to this: one-coin large counts by exact tables
-
-
-def _float_dtype(dtype):
-    dt = jnp.dtype(jnp.float32 if dtype is None else dtype)
-    if dt not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
-        raise DataError(f"dtype must be float32 or float64, got {dt}", field="dtype")
-    if dt == jnp.float64 and not jax.config.read("jax_enable_x64"):
-        raise DataError("float64 needs JAX's x64 mode: call "
-                        "jax.config.update('jax_enable_x64', True) first", field="dtype")
-    return dt
 
 
 def _excess_table(par, table_size):
@@ -430,7 +421,7 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     >>> np.exp(onecoin_log_posterior(counts, [7.0], [3.0])).astype(float).round(3).tolist()
     [[0.7, 0.15, 0.15]]
     """
-    dt = _float_dtype(dtype)
+    dt = float_dtype(dtype)
     alpha_in, beta_in = alpha, beta         # the caller's values (float64 for the exact tables)
     alpha = jnp.asarray(alpha, dt)
     beta = jnp.asarray(beta, dt)
@@ -559,7 +550,7 @@ def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, 
     >>> np.exp(confusion_log_posterior(counts, P)).astype(float).round(4).tolist()
     [[0.7273, 0.2727]]
     """
-    dt = _float_dtype(dtype)
+    dt = float_dtype(dtype)
     conf = jnp.asarray(confusion, dt)
     _check_agents(counts, conf, "confusion", 3)
     T, _, K = counts.e.shape

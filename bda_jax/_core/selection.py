@@ -151,7 +151,7 @@ class CVResult(NamedTuple):
 
 
 @partial(jax.jit, static_argnames=("arm", "class_prior", "table_size"))
-def _nested(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
+def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
             table_size=DEFAULT_TABLE_SIZE):
     labeled = labeled_weights(counts)
 
@@ -228,8 +228,8 @@ def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None
                               & (inner[:, None, :] != np.arange(n_in)[None, :, None]), jnp.float32)
     inner_val = jnp.asarray(inner[:, None, :] == np.arange(n_in)[None, :, None], jnp.float32)
     fit_counts = counts if fit_counts is None else fit_counts
-    lps, selected, scores = _nested(arm, grid, outer_train, inner_train, inner_val,
-                                    _arrays(counts), _arrays(fit_counts), class_prior,
+    lps, selected, scores = nested_grid_search(arm, grid, outer_train, inner_train, inner_val,
+                                    device_counts(counts), device_counts(fit_counts), class_prior,
                                     table_size_for(counts))
     test = jnp.asarray(outer[None, :] == np.arange(F)[:, None])[..., None]             # [F, T, 1]
     log_proba = jnp.sum(jnp.where(test, lps, 0.0), axis=0)
@@ -237,6 +237,6 @@ def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None
     return CVResult(log_proba, selected, scores)
 
 
-def _arrays(counts: Counts) -> Counts:
+def device_counts(counts: Counts) -> Counts:
     """The same counts as device arrays without names (a clean jit argument)."""
     return jax.tree.map(jnp.asarray, counts)

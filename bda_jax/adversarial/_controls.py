@@ -31,7 +31,7 @@ import numpy as np
 
 from .._core.counts import Counts, tally
 from .._core.errors import ArtifactError, DataError
-from ..aggregators._evaluation import _fold_weights, evaluate, make_arm
+from ..aggregators import evaluate, fold_weights, make_arm
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability
 from ..metrics._scores import summary
 from .._core.selection import make_folds
@@ -314,7 +314,7 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
     Table: one row per (calibrate, deploy, arm): ``shifted`` (calibrate != deploy),
     ``accuracy``, ``ece_ew``, ``brier_mc``, ``n``. Plot: per arm, accuracy by ``"cal->dep"``.
     """
-    from ..aggregators._evaluation import _supervised
+    from ..aggregators import is_supervised
     arms = _arms(arms)
     if not 0.0 < calibrate_fraction < 1.0:
         raise DataError(f"calibrate_fraction must be in (0, 1), got {calibrate_fraction!r}",
@@ -357,10 +357,10 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
     table = []
     for arm in arms:
         for cal in names:
-            if _supervised(arm):
+            if is_supervised(arm):
                 model = make_arm(arm, seed).fit(counts[cal], calibrate.astype(np.float32))
             for dep in names:
-                if not _supervised(arm):
+                if not is_supervised(arm):
                     model = make_arm(arm, seed)
                     model.fit(counts[dep].take(deploy))
                     proba = np.zeros(counts[dep].mask.shape)
@@ -493,7 +493,7 @@ _SEAT_COLUMNS = ("round0_accuracy", "reliability", "mu", "weight", "relative_wei
 def _seat_weights(counts: Counts, ev, outer, label_budget, seed):
     """Per seat, the BDA per-agent fit of each outer fold (evaluate's selected hyperparameters
     and that fold's training tasks), averaged over folds; the confusion weight likewise."""
-    weights = _fold_weights(counts, outer, label_budget, seed)
+    weights = fold_weights(counts, outer, label_budget, seed)
     K = int(counts.e.shape[2])
     r_f, mu_f, conf_f = [], [], []
     for f, w in enumerate(weights):

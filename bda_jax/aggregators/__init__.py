@@ -1,10 +1,40 @@
-"""Aggregators with one interface: ``fit`` -> self, ``predict_proba`` [T, K] over each task's
-candidates (0 on padding), ``predict`` (seeded random ties); fitted attributes end in ``_``."""
-from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
-from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
-                             TemperatureScaled, VerbalizedVote)
-from ..crowd._dawid_skene import DawidSkene
+"""Council aggregators with one interface, the evaluation harness and model files.
 
-__all__ = ["BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "BestMember",
-           "DawidSkene", "GatedVote", "IsotonicRecalibrated", "LogisticStacking", "Majority",
-           "TemperatureScaled", "VerbalizedVote"]
+Estimators (``fit`` -> self, ``predict_proba`` [T, K] over each task's candidates, 0 on padding;
+``predict`` [T] with seeded random ties; fitted attributes end in ``_``): ``Majority``, ``BDA``
+and its arms ``BDAShared``, ``BDAPerAgent``, ``BDATempered``, ``BDAConfusion`` ([BDA] §3-§5),
+the baselines ``LogisticStacking``, ``GatedVote``, ``BestMember``, ``VerbalizedVote``,
+``CouncilDawidSkene`` (the ``ds-em`` arm) and the recalibration wrappers
+``IsotonicRecalibrated`` and ``TemperatureScaled`` ([BDA] Appendix B.1, E.1); ``Aggregator`` is
+their base class.
+
+Harness ([BDA] §5, Appendix D.1-D.2): ``ARMS``, ``make_arm``, ``is_supervised``, ``evaluate``
+(``Evaluation``), ``fold_weights``, ``fitted_hyperparameters``, ``decision_flips``,
+``reliability_ablation``. Model files (JSON + ``.npz``, schema-versioned, no pickle):
+``save_model``, ``load_model``, ``ModelArtifact``, ``model_state``, ``fingerprint_counts``,
+``check_agents``. Functional pieces of the baselines: ``round0_accuracy`` (``SeatAccuracy``),
+``stacking_features``, ``pav``, ``isotonic_regression``, ``fit_posterior_temperature``.
+"""
+from ._artifacts import (ModelArtifact, check_agents, fingerprint_counts, load_model, model_state,
+                         save_model)
+from ._base import Aggregator
+from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
+                         SeatAccuracy, TemperatureScaled, VerbalizedVote,
+                         fit_posterior_temperature, isotonic_regression, pav, round0_accuracy,
+                         stacking_features)
+from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
+from ._dawid_skene import CouncilDawidSkene
+from ._evaluation import (ARMS, Evaluation, decision_flips, evaluate, fitted_hyperparameters,
+                          fold_weights, is_supervised, make_arm, reliability_ablation)
+
+__all__ = [
+    "Aggregator", "BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "BestMember",
+    "CouncilDawidSkene", "GatedVote", "IsotonicRecalibrated", "LogisticStacking", "Majority",
+    "TemperatureScaled", "VerbalizedVote",
+    "ARMS", "Evaluation", "decision_flips", "evaluate", "fitted_hyperparameters", "fold_weights",
+    "is_supervised", "make_arm", "reliability_ablation",
+    "ModelArtifact", "check_agents", "fingerprint_counts", "load_model", "model_state",
+    "save_model",
+    "SeatAccuracy", "fit_posterior_temperature", "isotonic_regression", "pav", "round0_accuracy",
+    "stacking_features",
+]

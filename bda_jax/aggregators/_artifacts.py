@@ -77,11 +77,16 @@ def registered_classes() -> dict[str, type]:
     from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
     from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
                             TemperatureScaled, VerbalizedVote)
-    from ..crowd._dawid_skene import DawidSkene
+    from ._dawid_skene import CouncilDawidSkene
     classes = (BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority, BestMember,
                GatedVote, IsotonicRecalibrated, LogisticStacking, TemperatureScaled,
-               VerbalizedVote, DawidSkene)
+               VerbalizedVote, CouncilDawidSkene)
     return {c.__name__: c for c in classes}
+
+
+#: Class names written by earlier versions -> the class that now holds the same state (model
+#: files written before the rename still load; new files use the new name).
+RENAMED_CLASSES = {"DawidSkene": "CouncilDawidSkene"}
 
 
 def _namedtuples() -> dict[str, type]:
@@ -118,8 +123,8 @@ def fingerprint_counts(counts) -> str:
 # ----------------------------------------------------------------------------- state
 
 def _is_estimator(value) -> bool:
-    from ._bda import _Aggregator
-    return isinstance(value, _Aggregator)
+    from ._base import Aggregator
+    return isinstance(value, Aggregator)
 
 
 def model_state(estimator) -> dict:
@@ -357,6 +362,7 @@ class _Decoder:
 
     def estimator(self, body, where):
         name = body.get("estimator")
+        name = RENAMED_CLASSES.get(name, name) if isinstance(name, str) else name
         classes = registered_classes()
         if name not in classes:
             raise self.error(f"unknown estimator {name!r}; this bda_jax rebuilds "

@@ -1,7 +1,7 @@
 """Supervised and zero-cost baselines of the BDA paper, and leak-free recalibration wrappers
 ([BDA] Appendix B.1 "the methods, one by one", Appendix E.1 and E.3; docs/trace-format.md and docs/evaluation.md).
 
-Every class is an :class:`~bda_jax.aggregators._bda._Aggregator`: ``fit(data, weights=None)``
+Every class is an :class:`~bda_jax.aggregators.Aggregator`: ``fit(data, weights=None)``
 returns ``self``, ``predict_proba`` gives [T, K] probabilities (0 on padding slots), ``predict``
 the chosen slot with a seeded random tie-break (Appendix D.6). Fitted attributes end in ``_``.
 
@@ -40,16 +40,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._bda import _Aggregator
+from ._base import Aggregator
 from .._core.counts import Counts
-from .._core.decisions import _argmax_random_ties, vote_shares
+from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
 from .._core.fitting import labeled_weights
-from .._core.selection import _arrays, multiclass_brier, training_folds, training_weights
+from .._core.selection import device_counts, multiclass_brier, training_folds, training_weights
 
 __all__ = ["LogisticStacking", "GatedVote", "VerbalizedVote", "BestMember",
            "IsotonicRecalibrated", "TemperatureScaled", "SeatAccuracy", "round0_accuracy",
-           "stacking_features", "pav", "isotonic_regression", "fit_temperature"]
+           "stacking_features", "pav", "isotonic_regression", "fit_posterior_temperature"]
 
 L2_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
@@ -124,7 +124,7 @@ def round0_accuracy(counts: Counts, weights=None) -> SeatAccuracy:
     T = counts.N.shape[0]
     w = np.ones(T, np.float32) if weights is None else np.asarray(weights, np.float32)
     w = w * np.asarray(labeled_weights(counts), np.float32)
-    return _round0_accuracy(_arrays(counts), jnp.asarray(w))
+    return _round0_accuracy(device_counts(counts), jnp.asarray(w))
 
 
 # ----------------------------------------------------------------------------- logistic stacking
@@ -218,7 +218,7 @@ def _stack_grid(x, gold, mask, is_tally, w_fit, w_val, lams, *, steps, optimizer
     return coef, total.sum(1) / jnp.maximum(w_val.sum(), 1e-12)
 
 
-class LogisticStacking(_Aggregator):
+class LogisticStacking(Aggregator):
     """L2-regularized logistic stacking on the per-seat tallies ([BDA] Appendix B.1).
 
     A conditional logit: candidate g of task t scores ``z(g) = sum_i w_c[i] c_i(g) +
@@ -325,7 +325,7 @@ def _gated_log_proba(e0, mask, gate):
     return _masked_log(vote_shares(votes, mask), mask)
 
 
-class GatedVote(_Aggregator):
+class GatedVote(Aggregator):
     """Plurality of round-0 endorsements among the seats whose calibration round-0 accuracy
     clears chance ([BDA] Appendix B.1 "Gated vote").
 
@@ -374,7 +374,7 @@ def _member_log_proba(e0, mask, K, accuracy):
     return _masked_log(p, mask)
 
 
-class BestMember(_Aggregator):
+class BestMember(Aggregator):
     """The single most reliable seat, selected leak-free ([BDA] Appendix E.3).
 
     Fit: the seat with the highest round-0 accuracy on the training tasks
@@ -427,7 +427,7 @@ def _verbalized(key, e0, conf0, mask, missing, *, mode):
     n = jnp.sum(counted, 1).astype(jnp.float32)
     any_vote = jnp.sum(n * mask, -1, keepdims=True) > 0
     uniform = mask / mask.sum(-1, keepdims=True)
-    winner = _argmax_random_ties(key, jnp.where(any_vote, score, 0.0), mask)
+    winner = argmax_random_ties(key, jnp.where(any_vote, score, 0.0), mask)
     if mode == "share":
         p = vote_shares(score, mask)
         p = jnp.where(any_vote & (jnp.sum(score * mask, -1, keepdims=True) > 0), p, uniform)
@@ -447,7 +447,7 @@ def _verbalized(key, e0, conf0, mask, missing, *, mode):
     return winner, jnp.where(any_vote, p, uniform)
 
 
-class VerbalizedVote(_Aggregator):
+class VerbalizedVote(Aggregator):
     """The council's own stated confidence ([BDA] Appendix B.1 "soundness baselines", E.3).
 
     Evidence: round-0 positive endorsements ``e0`` and their stated confidences ``conf0``. Each
@@ -544,7 +544,7 @@ def isotonic_regression(x, y, w=None) -> tuple[np.ndarray, np.ndarray]:
     return xs, pav(ys, ws)
 
 
-def fit_temperature(log_proba, gold, mask, weights=None, *, bounds=(0.01, 100.0),
+def fit_posterior_temperature(log_proba, gold, mask, weights=None, *, bounds=(0.01, 100.0),
                     floor: float = 1e-6, iters: int = 100) -> float:
     """The temperature T minimizing the weighted NLL of softmax(log_proba / T) (Guo et al.).
 
@@ -586,7 +586,7 @@ def fit_temperature(log_proba, gold, mask, weights=None, *, bounds=(0.01, 100.0)
     return float(np.exp((a + b) / 2.0))
 
 
-class _Recalibrated(_Aggregator, ABC):
+class _Recalibrated(Aggregator, ABC):
     """Fit ``base`` on the training tasks; fit a recalibration map on its cross-fitted
     (out-of-fold) predictions: for each of ``n_folds`` folds of the training tasks (grouped by
     cluster, :func:`make_folds` on the training tasks alone), a copy of the unfitted base is fit
@@ -594,7 +594,7 @@ class _Recalibrated(_Aggregator, ABC):
     saw its label, and no other task's label is read (docs/evaluation.md; [BDA] Appendix E.1)."""
 
     def __init__(self, base, n_folds: int = 5, seed: int = 0):
-        if not isinstance(base, _Aggregator):
+        if not isinstance(base, Aggregator):
             raise DataError(f"base must be an aggregator, got {type(base).__name__}",
                             field="base")
         self.base, self.n_folds, self.seed = base, n_folds, seed
@@ -623,7 +623,7 @@ class _Recalibrated(_Aggregator, ABC):
 
 def _top_label(key, log_proba, mask):
     """Top slot [T] (random among exact ties, as ``decide``) and its probability [T]."""
-    top = np.asarray(_argmax_random_ties(key, jnp.asarray(log_proba), jnp.asarray(mask)))
+    top = np.asarray(argmax_random_ties(key, jnp.asarray(log_proba), jnp.asarray(mask)))
     p = np.where(mask, np.exp(np.asarray(log_proba, np.float64)), 0.0)
     return top, p, p[np.arange(top.size), top]
 
@@ -675,7 +675,7 @@ class IsotonicRecalibrated(_Recalibrated):
 class TemperatureScaled(_Recalibrated):
     """Leak-free temperature scaling of any aggregator ([BDA] Appendix E.1; Guo et al.
     2017): p(g) = softmax_g(log p_base(g) / T) over the task's candidates, with the one scalar T
-    of :func:`fit_temperature` on the base's out-of-fold log-probabilities of the training tasks
+    of :func:`fit_posterior_temperature` on the base's out-of-fold log-probabilities of the training tasks
     (valid log-probabilities floored at log 1e-6 both when fitting and when applying; tasks
     whose gold is not a candidate have no NLL term and are left out).
 
@@ -685,7 +685,7 @@ class TemperatureScaled(_Recalibrated):
     floor = 1e-6
 
     def _fit_map(self, oof, counts, w):
-        self.temperature_ = fit_temperature(oof, np.asarray(counts.gold),
+        self.temperature_ = fit_posterior_temperature(oof, np.asarray(counts.gold),
                                             np.asarray(counts.mask), w, floor=self.floor)
 
     def _log_proba(self, counts):

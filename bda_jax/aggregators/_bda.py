@@ -17,36 +17,13 @@ from .._core.decisions import decide, majority
 from .._core.errors import DataError
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
 from .._core.kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for
-from .._core.selection import GRID_COLUMNS, GRIDS, _arrays, _nested, training_folds, training_weights
+from ._base import Aggregator
+from .._core.selection import GRID_COLUMNS, GRIDS, device_counts, nested_grid_search, training_folds, training_weights
 
 __all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion"]
 
 
-class _Aggregator:
-    seed: int = 0
-    agents_: tuple[str, ...] | None = None
-
-    def _counts(self, data, **options) -> Counts:
-        if isinstance(data, Counts):
-            return data
-        if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
-            return tally(data, agents=self.agents_, **options)
-        raise DataError(f"expected Counts or a list of traces, got {type(data).__name__}",
-                        field="data")
-
-    def predict_proba(self, data) -> np.ndarray:
-        counts = self._counts(data)
-        return np.where(counts.mask, np.exp(np.asarray(self._log_proba(counts))), 0.0)
-
-    def predict(self, data, key=None) -> np.ndarray:
-        """Chosen candidate slot [T] (argmax; exact ties broken at random from ``key`` or the
-        estimator's ``seed``)."""
-        counts = self._counts(data)
-        key = jax.random.key(self.seed) if key is None else key
-        return np.asarray(decide(key, self._log_proba(counts), counts.mask).index)
-
-
-class Majority(_Aggregator):
+class Majority(Aggregator):
     """Plurality of round-0 endorsements; confidence = the winner's vote share (Appendix B.1)."""
 
     def __init__(self, rounds: str = "round0", seed: int = 0):
@@ -68,7 +45,7 @@ class Majority(_Aggregator):
         return np.asarray(majority(key, counts, rounds=self.rounds).index)
 
 
-class BDA(_Aggregator):
+class BDA(Aggregator):
     """Supervised BDA arm; hyperparameters chosen by k-fold CV on the multiclass Brier.
 
     Arms: ``"bda-shared"`` (Eq. 3 with kappa = 0), ``"bda-per-agent"`` (Eq. 3), ``"bda-tempered"``
@@ -111,9 +88,9 @@ class BDA(_Aggregator):
         inner_train = ((folds[None, :] != np.arange(n)[:, None]) & (folds >= 0)) * w
         inner_val = (folds[None, :] == np.arange(n)[:, None]) * w
         grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
-        _, _, scores = _nested(self.arm, jnp.asarray(grid, jnp.float32), jnp.asarray(w)[None],
+        _, _, scores = nested_grid_search(self.arm, jnp.asarray(grid, jnp.float32), jnp.asarray(w)[None],
                                jnp.asarray(inner_train)[None], jnp.asarray(inner_val)[None],
-                               _arrays(counts), _arrays(fit_counts), self.class_prior,
+                               device_counts(counts), device_counts(fit_counts), self.class_prior,
                                table_size_for(counts))
         theta = grid[int(np.argmin(np.asarray(scores[0])))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))

@@ -14,12 +14,13 @@ from ._bda import BDA, Majority
 from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
                         TemperatureScaled, VerbalizedVote)
 from .._core.counts import Counts, tally
-from ..crowd._dawid_skene import DawidSkene
+from ._dawid_skene import CouncilDawidSkene
 from .._core.errors import DataError
 from ..metrics._scores import brier_mc, correctness, paired_bootstrap, summary
 from .._core.selection import GRID_COLUMNS, GRIDS, make_folds, select_and_predict
 
-__all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "reliability_ablation"]
+__all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "fitted_hyperparameters",
+           "fold_weights", "is_supervised", "reliability_ablation"]
 
 SCHEMA_VERSION = 1
 
@@ -32,7 +33,7 @@ ARMS = {
     "bda-tempered": (lambda seed: BDA("bda-tempered", seed=seed), True),
     "stacking": (lambda seed: LogisticStacking(seed=seed), True),
     "gated-vote": (lambda seed: GatedVote(seed=seed), True),
-    "ds-em": (lambda seed: DawidSkene(seed=seed), False),
+    "ds-em": (lambda seed: CouncilDawidSkene(seed=seed), False),
     "verbalized": (lambda seed: VerbalizedVote(seed=seed), False),
     "best-member": (lambda seed: BestMember(seed=seed), True),
 }
@@ -50,7 +51,9 @@ def make_arm(name: str, seed: int = 0):
     return ARMS[name][0](seed)
 
 
-def _supervised(name: str) -> bool:
+def is_supervised(name: str) -> bool:
+    """Whether arm ``name`` reads gold when fitted (an ``iso:`` / ``temp:`` wrapper always does:
+    it recalibrates on labeled tasks)."""
     base = name.split(":")[-1]
     return ARMS[base][1] or ":" in name
 
@@ -85,11 +88,11 @@ class Evaluation:
         return json.dumps(self.to_json(), allow_nan=False)
 
 
-def _params(model) -> dict | None:
+def fitted_hyperparameters(model) -> dict | None:
     """The fitted hyperparameters worth reporting (plain Python values), or None."""
     out = {}
     if hasattr(model, "base_"):
-        out.update({f"base.{k}": v for k, v in (_params(model.base_) or {}).items()})
+        out.update({f"base.{k}": v for k, v in (fitted_hyperparameters(model.base_) or {}).items()})
     params = getattr(model, "params_", None)
     if isinstance(params, dict):
         out.update({k: float(v) for k, v in params.items()})
@@ -99,7 +102,7 @@ def _params(model) -> dict | None:
     return out or None
 
 
-def _fold_weights(counts: Counts, outer, label_budget, seed) -> list[np.ndarray]:
+def fold_weights(counts: Counts, outer, label_budget, seed) -> list[np.ndarray]:
     """Per outer fold, [T] training weights: the labeled tasks of the other folds, or
     ``label_budget`` of them drawn with a seeded generator."""
     labeled = np.asarray((counts.gold >= 0) | counts.gold_missing)
@@ -130,12 +133,12 @@ def _out_of_fold(arm, data, outer, weights, seed):
             part = counts.take(test)
             out[test] = model.fit(part).predict_proba(part)
         else:
-            if not isinstance(arm, str) or _supervised(arm):
+            if not isinstance(arm, str) or is_supervised(arm):
                 model.fit(data, w)
             else:
                 model.fit(data)
             out[test] = model.predict_proba(data)[test]
-        selected.append(_params(model))
+        selected.append(fitted_hyperparameters(model))
     return out, selected
 
 
@@ -163,7 +166,7 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
     if label_budget is not None and (not isinstance(label_budget, int) or label_budget < 2):
         raise DataError("label_budget must be an integer >= 2", field="label_budget")
     labeled = np.asarray((counts.gold >= 0) | counts.gold_missing)
-    weights = _fold_weights(counts, outer, label_budget, seed)
+    weights = fold_weights(counts, outer, label_budget, seed)
 
     proba, selected = {}, {}
     for name in arms:
@@ -212,7 +215,7 @@ def decision_flips(traces, arm: str = "bda-per-agent", folds=5, seed: int = 0) -
     full = tally(traces)
     round0 = tally(traces, agents=full.agents, max_round=0)
     outer = make_folds(full, folds, seed) if isinstance(folds, int) else np.asarray(folds)
-    weights = _fold_weights(full, outer, None, seed)
+    weights = fold_weights(full, outer, None, seed)
     key = jax.random.key(seed)
     gold, gm, mask = np.asarray(full.gold), np.asarray(full.gold_missing), np.asarray(full.mask)
     right = []
@@ -236,7 +239,7 @@ def reliability_ablation(traces, folds=5, seed: int = 0) -> list[dict]:
     """
     full = tally(traces)
     outer = make_folds(full, folds, seed) if isinstance(folds, int) else np.asarray(folds)
-    weights = _fold_weights(full, outer, None, seed)
+    weights = fold_weights(full, outer, None, seed)
     key = jax.random.key(seed)
     gold, gm, mask = np.asarray(full.gold), np.asarray(full.gold_missing), np.asarray(full.mask)
     rows = []

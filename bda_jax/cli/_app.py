@@ -430,7 +430,7 @@ def fit(
     _check_out(out, "--out")
     from .. import make_arm, tally
     from ..aggregators._artifacts import fingerprint_counts, save_model
-    from ..aggregators._evaluation import _params
+    from ..aggregators._evaluation import fitted_hyperparameters
 
     model = make_arm(arm, seed)
     tr = _read_traces(traces, lenient)
@@ -449,7 +449,7 @@ def fit(
     save_model(out, model, counts_fingerprint=fp, meta=meta)
     summary = {"command": "fit", "model": str(out), "arm": arm,
                "estimator": type(model).__name__, "agents": list(counts.agents),
-               "n_tasks": len(tr), "n_labeled": n_labeled, "params": _params(model),
+               "n_tasks": len(tr), "n_labeled": n_labeled, "params": fitted_hyperparameters(model),
                "counts_fingerprint": fp, "seconds": elapsed}
     if json_out:
         _emit_json(summary)
@@ -853,7 +853,7 @@ def _study_simulated(seed, quick, questions, cache, bar, arm_override=None):
     import numpy as np
 
     from .. import evaluate, tally
-    from ..aggregators import DawidSkene
+    from ..aggregators import CouncilDawidSkene
     from ..simulate import simulate_council
     n, spq = (questions or 150, 1) if quick else (questions or 1500, 3)
     arms = ["majority", "bda-per-agent", "bda-confusion", "ds-em", "iso:majority"] if quick \
@@ -875,7 +875,7 @@ def _study_simulated(seed, quick, questions, cache, bar, arm_override=None):
     def coalition():
         counts = tally(simulate_council(seed + 2, n, [0.75, 0.75, 0.75], adversaries=[0, 1]))
         gold = np.asarray(counts.gold)
-        return {init: float(np.mean(DawidSkene(init=init).fit(counts).predict(counts) == gold))
+        return {init: float(np.mean(CouncilDawidSkene(init=init).fit(counts).predict(counts) == gold))
                 for init in ("majority", "spectral", "anti")}
 
     steps = {"binary_full_labels": lambda: binary(None),

@@ -11,9 +11,14 @@ subset, ``fit(df, true_labels=gold_subset)``. ``pairs_from_frame`` builds the
 from .._core.counts import PairCounts
 from ._estimators import (GLAD, MACE, DawidSkene, MajorityVote, OneCoinDawidSkene,
                          SpectralDawidSkene, Wawa, pairs_from_frame)
-from ._dawid_skene import DSParams, DSResult, dawid_skene_pairs
+from ._dawid_skene import (DEFAULT_SMOOTHING, DSParams, DSResult, check_dense_votes,
+                           check_ds_settings, dawid_skene_em, dawid_skene_pairs,
+                           dawid_skene_trace, ds_e_step, ds_init_posterior, ds_m_step,
+                           spectral_skills)
 from ._semisupervised import SemiSupervisedBDA
 
-__all__ = ["DSParams", "DSResult", "DawidSkene", "GLAD", "MACE", "MajorityVote", "OneCoinDawidSkene",
+__all__ = ["DEFAULT_SMOOTHING", "DSParams", "DSResult", "check_dense_votes", "check_ds_settings",
+           "dawid_skene_em", "dawid_skene_trace", "ds_e_step", "ds_init_posterior", "ds_m_step",
+           "spectral_skills", "DawidSkene", "GLAD", "MACE", "MajorityVote", "OneCoinDawidSkene",
            "PairCounts", "SemiSupervisedBDA", "SpectralDawidSkene", "Wawa", "dawid_skene_pairs",
            "pairs_from_frame"]

@@ -93,13 +93,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..aggregators._bda import _Aggregator
 from .._core.counts import PairCounts
 from .._core.decisions import vote_shares
 from .._core.errors import DataError
-from .._core.kernels import _float_dtype
+from .._core.numerics import float_dtype
 
-__all__ = ["DSParams", "DSResult", "DawidSkene", "dawid_skene_em", "dawid_skene_pairs",
+__all__ = ["DSParams", "DSResult", "check_dense_votes", "check_ds_settings", "dawid_skene_em",
+           "dawid_skene_pairs",
            "dawid_skene_trace", "ds_e_step", "ds_init_posterior", "ds_m_step", "spectral_skills"]
 
 MODELS = ("one-coin", "confusion")
@@ -551,6 +551,18 @@ def _init(ent, init, n_agents):
 # ---------------------------------------------------------------- checks
 
 
+def check_ds_settings(model="one-coin", prior="estimate", criterion="posterior", n_iter=1,
+                      tol=0.0, smoothing=0.0, init=None):
+    """Refuse an unknown ``model`` / ``prior`` / ``criterion`` / ``init`` or a bad ``n_iter`` /
+    ``tol`` / ``smoothing`` with a :class:`~bda_jax.DataError` naming the argument (the checks
+    every Dawid–Skene EM entry point and estimator runs before any compilation)."""
+    _check_options(model, prior, criterion)
+    _check_numbers(n_iter, tol, smoothing)
+    if isinstance(init, str) and init not in INITS:
+        raise DataError(f"init must be one of {INITS} or a [T, K] array, got {init!r}",
+                        field="init")
+
+
 def _check_options(model, prior, criterion="posterior"):
     if model not in MODELS:
         raise DataError(f"model must be one of {MODELS}, got {model!r}", field="model")
@@ -561,10 +573,10 @@ def _check_options(model, prior, criterion="posterior"):
                         field="criterion")
 
 
-def _check_arrays(votes, mask, dtype=None):
-    """Validate in NumPy (no per-shape device compiles); return (votes, mask) as NumPy arrays
+def check_dense_votes(votes, mask, dtype=None):
+    """Validate dense votes [T, I, K] and their mask [T, K] in NumPy (no per-shape device compiles); return (votes, mask) as NumPy arrays
     (votes masked, in the float dtype)."""
-    dt = _float_dtype(dtype)
+    dt = float_dtype(dtype)
     votes, mask = np.asarray(votes), np.asarray(mask, bool)
     if votes.ndim != 3 or mask.shape != (votes.shape[0], votes.shape[2]):
         raise DataError(f"votes must be [T, I, K] and mask [T, K]; got {votes.shape} and "
@@ -663,7 +675,7 @@ def ds_m_step(votes, mask, q, smoothing=DEFAULT_SMOOTHING, *, model="one-coin",
 def ds_init_posterior(votes, mask, init="majority", *, dtype=None):
     """Starting posterior [T, K] (0 on padding) for ``init`` in "majority", "spectral", "anti"
     (module docstring). ``init`` may also be an explicit [T, K] array, returned masked."""
-    votes, mask = _check_arrays(votes, mask, dtype)
+    votes, mask = check_dense_votes(votes, mask, dtype)
     return _init(_entries_from_dense(votes, mask, votes.dtype), init, votes.shape[1])
 
 
@@ -672,7 +684,7 @@ def spectral_skills(votes, mask):
     rank-one structure of the pairwise chance-corrected agreement matrix (module docstring)."""
     votes = np.asarray(votes)
     dt = votes.dtype if np.issubdtype(votes.dtype, np.floating) else np.float32
-    votes, mask = _check_arrays(votes, mask, dt)
+    votes, mask = check_dense_votes(votes, mask, dt)
     return _spectral_w(_entries_from_dense(votes, mask, dt), votes.shape[1])
 
 
@@ -704,7 +716,7 @@ def dawid_skene_em(votes, mask, init="majority", n_iter=100, tol=1e-6,
     >>> np.argmax(np.asarray(r.log_posterior), axis=1).tolist(), bool(r.converged)
     ([0, 1], True)
     """
-    votes, mask = _check_arrays(votes, mask, dtype)
+    votes, mask = check_dense_votes(votes, mask, dtype)
     ent = _entries_from_dense(votes, mask, votes.dtype)
     return _run(ent, votes.shape[1], init, n_iter, tol, smoothing, model, prior, criterion, gold,
                 error_prior, None, None, 0)
@@ -739,7 +751,7 @@ def dawid_skene_pairs(pairs: PairCounts, init="majority", n_iter=100, tol=1e-6,
         raise DataError(f"expected PairCounts, got {type(pairs).__name__}", field="pairs")
     if isinstance(gold, bool):
         gold = np.asarray(pairs.gold) if gold else None
-    ent = _entries_from_pairs(pairs, votes, _float_dtype(dtype))
+    ent = _entries_from_pairs(pairs, votes, float_dtype(dtype))
     hist = n_iter if history else 0
     return _run(ent, pairs.n_agents, init, n_iter, tol, smoothing, model, prior, criterion, gold,
                 error_prior, initial_error, initial_error_strategy, hist)
@@ -753,75 +765,8 @@ def dawid_skene_trace(votes, mask, n_steps, init="majority", smoothing=DEFAULT_S
     (``log_likelihood`` too when ``smoothing == 0``)."""
     _check_options(model, prior)
     _check_numbers(n_steps, 0.0, smoothing)
-    votes, mask = _check_arrays(votes, mask, dtype)
+    votes, mask = check_dense_votes(votes, mask, dtype)
     ent = _entries_from_dense(votes, mask, votes.dtype)
     q0 = _init(ent, init, votes.shape[1])
     return _trace(ent, q0, np.asarray(smoothing, votes.dtype), int(n_steps), votes.shape[1],
                   model, prior)
-
-
-# ---------------------------------------------------------------- estimator
-
-
-class DawidSkene(_Aggregator):
-    """Unsupervised Dawid–Skene EM as an aggregator (``fit`` ignores gold).
-
-    ``model``: "one-coin" (one accuracy per worker; the paper's DS-EM) or "confusion" (per-worker
-    [K, K] rows; meaningful when all tasks share one candidate list — ``label_space_`` says
-    "semantic" when ``Counts.vocab`` is set, else "positional"). ``init``: "majority",
-    "spectral", "anti" (module docstring). ``votes``: "round0" (``e0``, the paper's basis) or
-    "all" (``e``). ``prior``: "estimate" or "uniform" class prior. ``seed`` breaks exact ties in
-    ``predict``. For crowd data frames see :mod:`bda_jax.crowd` (same EM).
-
-    Fitted: ``params_`` (:class:`DSParams`), ``skills_`` [I], ``confusion_`` [I, K, K],
-    ``prior_`` [K], ``log_likelihood_``, ``objective_``, ``n_iter_``, ``converged_``,
-    ``log_proba_`` [T, K] (the fitted tasks' EM posteriors, -inf on padding), ``label_space_``,
-    ``agents_``. ``predict_proba(data)`` runs one E-step with the fitted parameters: on the fit
-    data it returns the EM posteriors.
-    """
-
-    def __init__(self, model: str = "one-coin", init="majority", n_iter: int = 100,
-                 tol: float = 1e-6, smoothing: float = DEFAULT_SMOOTHING, votes: str = "round0",
-                 prior: str = "estimate", seed: int = 0):
-        _check_options(model, prior)
-        _check_numbers(n_iter, tol, smoothing)
-        if votes not in ("round0", "all"):
-            raise DataError(f"votes must be 'round0' or 'all', got {votes!r}", field="votes")
-        if isinstance(init, str) and init not in INITS:
-            raise DataError(f"init must be one of {INITS} or a [T, K] array, got {init!r}",
-                            field="init")
-        self.model, self.init, self.n_iter, self.tol = model, init, n_iter, tol
-        self.smoothing, self.votes, self.prior, self.seed = smoothing, votes, prior, seed
-
-    def _votes(self, counts):
-        return counts.e0 if self.votes == "round0" else counts.e
-
-    def fit(self, data) -> "DawidSkene":
-        """Run EM on ``data`` (Counts or traces); gold, if any, is not read."""
-        counts = self._counts(data)
-        self.agents_ = counts.agents
-        res = dawid_skene_em(self._votes(counts), counts.mask, self.init, self.n_iter, self.tol,
-                             self.smoothing, model=self.model, prior=self.prior)
-        self.params_ = res.params
-        self.skills_ = np.asarray(res.params.skill)
-        self.confusion_ = np.asarray(res.params.confusion)
-        self.prior_ = np.exp(np.asarray(res.params.log_prior))
-        self.log_likelihood_ = float(res.log_likelihood)
-        self.objective_ = float(res.objective)
-        self.n_iter_ = int(res.n_iter)
-        self.converged_ = bool(res.converged)
-        self.log_proba_ = np.asarray(res.log_posterior)
-        self.label_space_ = "semantic" if counts.vocab is not None else "positional"
-        return self
-
-    def _log_proba(self, counts):
-        if not hasattr(self, "params_"):
-            raise DataError("fit the aggregator first", field="fit")
-        votes, mask = _check_arrays(self._votes(counts), counts.mask,
-                                    self.params_.skill.dtype)
-        I, K = self.confusion_.shape[:2]
-        if votes.shape[1] != I:
-            raise DataError(f"fitted on I = {I} workers, got {votes.shape[1]}", field="agents")
-        if votes.shape[2] != K:
-            raise DataError(f"fitted on K = {K} slots, got {votes.shape[2]}", field="K")
-        return ds_e_step(votes, mask, self.params_, model=self.model, prior=self.prior)[0]

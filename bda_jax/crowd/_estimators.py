@@ -42,11 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.counts import Counts, CountsInfo, PairCounts, _assemble, _Moves, tally
-from ._dawid_skene import (INITS, STRATEGIES, _check_numbers, _check_options,
+from ._dawid_skene import (INITS, STRATEGIES, check_ds_settings,
                           _entries_from_pairs, _Entries, _predict_log_proba, _run)
-from .._core.decisions import _argmax_random_ties, vote_shares
+from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
-from .._core.kernels import _float_dtype
+from .._core.numerics import float_dtype
 
 __all__ = ["MajorityVote", "Wawa", "DawidSkene", "OneCoinDawidSkene", "SpectralDawidSkene",
            "GLAD", "MACE", "pairs_from_frame"]
@@ -253,7 +253,7 @@ class _Crowd:
             mask = np.asarray(mask)
             return np.argmax(np.where(mask, np.asarray(scores), -np.inf), axis=-1)
         key = jax.random.key(self.seed) if key is None else key
-        return np.asarray(_argmax_random_ties(key, scores, mask))
+        return np.asarray(argmax_random_ties(key, scores, mask))
 
     def _labels(self, index, pairs=None):
         return _pd().Series(np.asarray(self.classes_, dtype=object)[index],
@@ -439,8 +439,7 @@ class DawidSkene(_Crowd):
         self.smoothing, self.error_prior = smoothing, error_prior
         self.criterion, self.votes, self.dtype = criterion, votes, dtype
         self.tie_break, self.seed = tie_break, seed
-        _check_options(self.model, self.prior, criterion)
-        _check_numbers(n_iter, tol, smoothing)
+        check_ds_settings(self.model, self.prior, criterion, n_iter, tol, smoothing)
         if isinstance(self.init, str) and self.init not in INITS:
             raise DataError(f"init must be one of {INITS}, got {self.init!r}", field="init")
         if initial_error_strategy not in STRATEGIES:
@@ -491,7 +490,7 @@ class DawidSkene(_Crowd):
         pairs = self._pairs(data)
         self._remember(pairs)
         gold = self._gold(pairs, true_labels)
-        res = _run(_entries_from_pairs(pairs, self.votes, _float_dtype(self.dtype)),
+        res = _run(_entries_from_pairs(pairs, self.votes, float_dtype(self.dtype)),
                    pairs.n_agents, self.init, self.n_iter, self.tol, self.smoothing, self.model,
                    self.prior, self.criterion, gold, self.error_prior,
                    self._initial_error(initial_error, pairs), self.initial_error_strategy,

@@ -65,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.errors import DataError
-from .._core.kernels import _float_dtype
+from .._core.numerics import float_dtype
 
 __all__ = ["CrowdLabels", "GLADParams", "GLADResult", "crowd_labels", "glad_e_step", "glad_em",
            "glad_m_step", "glad_objective"]
@@ -769,7 +769,7 @@ def glad_em(task, worker, label, n_tasks, n_workers, n_classes, *, mask=None, go
     Returns :class:`GLADResult`. Only the shapes (and ``n_iter`` above 100) are static: other
     caps and tolerances reuse the compiled program.
     """
-    dt = _float_dtype(dtype)
+    dt = float_dtype(dtype)
     data = crowd_labels(task, worker, label, n_tasks, n_workers, n_classes, mask=mask,
                         gold=gold)
     _check_loop(n_iter, tol)

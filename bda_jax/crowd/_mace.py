@@ -69,7 +69,7 @@ from jax.scipy.special import digamma, gammaln
 from .._core.errors import DataError
 from ._glad import (CrowdLabels, _check_loop, _flat, _positive_int, _seg, _support,
                    crowd_labels)
-from .._core.kernels import _float_dtype
+from .._core.numerics import float_dtype
 
 __all__ = ["MACECounts", "MACEParams", "MACEResult", "mace_e_step", "mace_em", "mace_init",
            "mace_m_step"]
@@ -325,7 +325,7 @@ def mace_init(key, n_workers, n_classes, n_restarts=1, default_noise=0.5, dtype=
     return _random_starts(_key(key), _positive_int(n_workers, "n_workers", 1),
                           _positive_int(n_classes, "n_classes", 2),
                           _positive_int(n_restarts, "n_restarts", 1), float(default_noise),
-                          _float_dtype(dtype))
+                          float_dtype(dtype))
 
 
 def _check_init(init, W, K, dt):
@@ -381,7 +381,7 @@ def mace_em(key, task, worker, label, n_tasks, n_workers, n_classes, *, mask=Non
     Returns :class:`MACEResult`. Only ``n_iter`` and the shapes are static (one compiled program
     serves both methods, random or given starts).
     """
-    dt = _float_dtype(dtype)
+    dt = float_dtype(dtype)
     if method not in METHODS:
         raise DataError(f"method must be one of {METHODS}, got {method!r}", field="method")
     data = crowd_labels(task, worker, label, n_tasks, n_workers, n_classes, mask=mask,

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.decisions import _argmax_random_ties
+from .._core.decisions import argmax_random_ties
 from .._core.errors import DataError
 
 __all__ = [
@@ -134,7 +134,7 @@ def _correctness(proba, gold, gold_missing, mask, key, pred):
         if key is None:
             pred = jnp.argmax(jnp.where(mask, proba, -jnp.inf), axis=-1).astype(jnp.int32)
         else:
-            pred = _argmax_random_ties(key, proba, mask)
+            pred = argmax_random_ties(key, proba, mask)
     pred = jnp.asarray(pred, jnp.int32)
     conf = jnp.take_along_axis(proba, pred[:, None], axis=-1)[:, 0]
     correct = ((pred == gold) & (gold >= 0) & ~gm).astype(proba.dtype)
