@@ -1,0 +1,62 @@
+"""``bda audit``: the Trace-Audit Card of a broadcast log."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._app import (
+    _check_out,
+    _data_error,
+    _emit_json,
+    _handled,
+    _json_option,
+    _progress,
+    _progress_option,
+    _seed_option,
+    app,
+)
+
+
+@app.command()
+@_handled
+def audit(
+    log: Path = typer.Argument(..., help="Broadcast log (JSON Lines, docs/audit.md)."),
+    card: Optional[Path] = typer.Option(None, "--card", help="Write the Trace-Audit Card here "
+                                                             "(.json or .md)."),
+    n_boot: int = typer.Option(2000, "--n-boot", help="Cluster-bootstrap resamples."),
+    score_scale: float = typer.Option(1.0, "--score-scale",
+                                      help="Top of the confidence scale (100 for 0-100)."),
+    protocol_name: Optional[str] = typer.Option(None, "--protocol-name",
+                                                help="Card field protocol_name."),
+    seed: int = _seed_option("Seed of the bootstrap, folds and learned router."),
+    progress: bool = _progress_option(),
+    json_out: bool = _json_option(),
+) -> None:
+    """Routing / calibration / commitment audit of a broadcast log; prints the card."""
+    _check_out(card, "--card")
+    from ..audit import audit_broadcast, read_broadcast_log
+
+    if card is not None and card.suffix.lower() not in (".json", ".md"):
+        raise _data_error(f"the card path must end in .json or .md, got {card.name!r}",
+                          "--card")
+    if not score_scale > 0:
+        raise _data_error("score scale must be > 0", "--score-scale")
+    blog = read_broadcast_log(log, score_range=(0.0, score_scale))
+    fields = {} if protocol_name is None else {"protocol_name": protocol_name}
+    with _progress(progress and not json_out, "auditing"):
+        report = audit_broadcast(blog, seed=seed, n_boot=n_boot, score_scale=score_scale,
+                                 **fields)
+    if card is not None:
+        report.card.write(card)
+    if json_out:
+        _emit_json({"command": "audit", "log": str(log),
+                    "card_path": None if card is None else str(card), **report.to_dict()})
+        return
+    typer.echo(report.to_markdown())
+    if card is not None:
+        typer.echo(f"card written to {card}")
+
+
+# ============================================================================ convert
