@@ -21,7 +21,7 @@ test: $(STAMP)
 # every benchmark -> benchmarks/results/*.json + summary.json + SUMMARY.md (docs/performance.md);
 # BENCH_ARGS=--quick for a smoke run, --with-nuts to include the ~15 min NUTS benchmark
 bench: $(STAMP)
-	$(VENV)/bin/python benchmarks/run_all.py $(BENCH_ARGS)
+	$(VENV)/bin/python -m benchmarks $(BENCH_ARGS)
 
 fuzz: $(STAMP)
-	$(VENV)/bin/python benchmarks/fuzz_traces.py --mutations 100000
+	$(VENV)/bin/python -m benchmarks.fuzz_traces --mutations 100000

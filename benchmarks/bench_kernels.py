@@ -48,8 +48,8 @@ tolerance 1e-5 too; their speed is context, no target).
 
 Run (from the repository root)::
 
-    python benchmarks/bench_kernels.py                   # full size, writes the JSON below
-    python benchmarks/bench_kernels.py --quick --out /tmp/kernels.json     # smoke (~1 min)
+    python -m benchmarks.bench_kernels                   # full size, writes the JSON below
+    python -m benchmarks.bench_kernels --quick --out /tmp/kernels.json     # smoke (~1 min)
 
 Writes ``benchmarks/results/kernels_cpu.json`` (schema_version 1).
 """
@@ -68,12 +68,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import bda_jax
+from benchmarks.bench_onecoin import (MAX_MOVES, MU, P_CHALLENGE, STRENGTH, large_workload,
+                                      machine_info, pick_candidates, scipy_log_posterior)
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE))
-import bda_jax  # noqa: E402
-from bench_onecoin import (MAX_MOVES, MU, P_CHALLENGE, STRENGTH, _pick_candidates,  # noqa: E402
-                           large_workload, machine_info, scipy_log_posterior)
 
 SCHEMA_VERSION = 1
 DEFAULT_OUT = HERE / "results" / "kernels_cpu.json"
@@ -104,7 +103,7 @@ def small_workload(T, I, K, seed):
     shape = (T, I, MAX_MOVES)
     valid = np.arange(MAX_MOVES)[None, None, :] < n_moves[..., None]
     challenge = rng.random(shape) < P_CHALLENGE
-    cand = _pick_candidates(rng, np.broadcast_to(gold, shape), mu[None, :, None], ~challenge, K)
+    cand = pick_candidates(rng, np.broadcast_to(gold, shape), mu[None, :, None], ~challenge, K)
     cell = (np.arange(T)[:, None, None] * I + np.arange(I)[None, :, None]) * K + cand
     pos, neg = valid & ~challenge, valid & challenge
     e = np.bincount(cell[pos], minlength=T * I * K).reshape(T, I, K)

@@ -14,7 +14,7 @@ multiclass Brier, refit on the outer training part, predictions on the outer tes
 
 Reported: times, speedup (loop / bda_jax warm), and agreement (selected rows per outer fold and
 the max |difference| of the out-of-fold probabilities). Run from the repository root:
-``python benchmarks/bench_nested_cv.py`` (writes benchmarks/results/nested_cv_cpu.json).
+``python -m benchmarks.bench_nested_cv`` (writes benchmarks/results/nested_cv_cpu.json).
 """
 from __future__ import annotations
 
@@ -32,9 +32,8 @@ import jax
 import numpy as np
 from scipy.special import betaln, logsumexp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import bda_jax  # noqa: E402
-from bda_jax.simulate import simulate_council  # noqa: E402
+import bda_jax
+from bda_jax.simulate import simulate_council
 
 
 def loop_reference(counts, outer, inner, grid):

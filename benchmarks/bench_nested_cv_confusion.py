@@ -21,7 +21,7 @@ the outer test fold.
 Reported: times, speedup (loop / bda_jax warm median), and agreement (selected rows per outer
 fold and the max |difference| of the out-of-fold probabilities). Targets: warm
 <= 2 s and >= 20x the loop. Run from the repository root:
-``python benchmarks/bench_nested_cv_confusion.py`` (writes
+``python -m benchmarks.bench_nested_cv_confusion`` (writes
 benchmarks/results/nested_cv_confusion_cpu.json).
 """
 from __future__ import annotations
@@ -40,11 +40,9 @@ import jax
 import numpy as np
 from scipy.special import logsumexp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bda_jax  # noqa: E402
-from bench_nested_cv import timed  # noqa: E402
-from bda_jax.simulate import simulate_council  # noqa: E402
+import bda_jax
+from bda_jax.simulate import simulate_council
+from benchmarks.bench_nested_cv import timed
 
 TARGET_WARM_S = 2.0
 TARGET_SPEEDUP = 20.0

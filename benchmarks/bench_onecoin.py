@@ -33,8 +33,8 @@ ceiling median / bda_jax median (1.0: bda_jax runs at the streaming ceiling).
 
 Run (from the repository root)::
 
-    python benchmarks/bench_onecoin.py                      # full size, writes the JSON below
-    python benchmarks/bench_onecoin.py --tasks 100000 --out /tmp/onecoin.json   # a quick run
+    python -m benchmarks.bench_onecoin                      # full size, writes the JSON below
+    python -m benchmarks.bench_onecoin --tasks 100000 --out /tmp/onecoin.json   # a quick run
 
 Results go to ``benchmarks/results/onecoin_cpu.json`` (schema_version 1) and a short summary is
 printed. The workloads are deterministic (``--seed``); timings of course are not.
@@ -74,7 +74,7 @@ LARGE_N_MAX = 1_000_000          # largest N in the large-count workload
 
 # ------------------------------------------------------------------------------------- workloads
 
-def _pick_candidates(rng, gold, accuracy, want_gold, K):
+def pick_candidates(rng, gold, accuracy, want_gold, K):
     """Candidate per move: the gold one with probability ``accuracy`` if ``want_gold`` (else with
     probability 1 - accuracy), otherwise a uniformly chosen other candidate."""
     hit = rng.random(gold.shape) < np.where(want_gold, accuracy, 1.0 - accuracy)
@@ -98,7 +98,7 @@ def small_workload(T, seed, I=N_AGENTS, K=N_CANDIDATES):
     valid = np.arange(MAX_MOVES)[None, None, :] < n_moves[..., None]
     challenge = rng.random(shape) < P_CHALLENGE
     accuracy = np.asarray(MU)[None, :, None]
-    cand = _pick_candidates(rng, np.broadcast_to(gold, shape), accuracy, ~challenge, K)
+    cand = pick_candidates(rng, np.broadcast_to(gold, shape), accuracy, ~challenge, K)
 
     cell = (np.arange(T)[:, None, None] * I + np.arange(I)[None, :, None]) * K + cand
     pos, neg = valid & ~challenge, valid & challenge

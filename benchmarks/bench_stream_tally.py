@@ -20,8 +20,8 @@ What is measured:
 
 Run (from the repository root)::
 
-    python benchmarks/bench_stream_tally.py                  # 10M moves, writes the JSON below
-    python benchmarks/bench_stream_tally.py --moves 1000000 --out /tmp/stream.json   # quick
+    python -m benchmarks.bench_stream_tally                  # 10M moves, writes the JSON below
+    python -m benchmarks.bench_stream_tally --moves 1000000 --out /tmp/stream.json   # quick
 
 Writes ``benchmarks/results/stream_tally_cpu.json`` (schema_version 1).
 """
@@ -130,8 +130,7 @@ print("RESULT " + json.dumps(out))
 def run_child(mode: str, path: Path, layout: str) -> dict:
     """One tally in a fresh interpreter. Its peak RSS is ``ru_maxrss`` from ``os.wait4`` on that
     child alone (RUSAGE_CHILDREN would be the maximum over every child reaped so far)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               JAX_PLATFORMS="cpu")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(path), layout],
                             stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
     out = proc.stdout.read()

@@ -37,9 +37,9 @@ not name the file).
 
 Run (from the repository root)::
 
-    python benchmarks/fuzz_traces.py                       # 100,000 mutations (several minutes)
-    python benchmarks/fuzz_traces.py --mutations 2000 --seed 1 --out /tmp/fuzz.json
-    python benchmarks/fuzz_traces.py --replay 1234567      # re-run one case by its case seed
+    python -m benchmarks.fuzz_traces                       # 100,000 mutations (several minutes)
+    python -m benchmarks.fuzz_traces --mutations 2000 --seed 1 --out /tmp/fuzz.json
+    python -m benchmarks.fuzz_traces --replay 1234567      # re-run one case by its case seed
 
 Writes ``benchmarks/results/fuzz.json`` (schema_version 1) and exits 1 if any failure occurred.
 
@@ -72,12 +72,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:           # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+import bda_jax
+from bda_jax import Counts, TraceError
 
-import bda_jax  # noqa: E402
-from bda_jax import Counts, TraceError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SCHEMA_VERSION = 1
 ALPHA, BETA = 2.0, 1.5
@@ -1447,7 +1445,7 @@ def main(argv=None) -> int:
                          for k in sorted(mutation_use)},
         "kernel": {"exact_shapes": len(kernel.exact), "padded_shapes": len(kernel.padded),
                    "calls": dict(kernel.calls)},
-        "replay": "python benchmarks/fuzz_traces.py --replay CASE_SEED",
+        "replay": "python -m benchmarks.fuzz_traces --replay CASE_SEED",
         "git_commit": commit,
         "versions": {"python": sys.version.split()[0], "numpy": np.__version__,
                      "jax": __import__("jax").__version__, "bda_jax": bda_jax.__version__},

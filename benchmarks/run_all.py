@@ -35,10 +35,10 @@ goes to ``$TMPDIR/bda_bench_logs/<name>.log``.
 
 Run from the repository root::
 
-    python benchmarks/run_all.py                 # full run, updates benchmarks/results/
-    python benchmarks/run_all.py --quick         # smoke
-    python benchmarks/run_all.py --only kernels,nested_cv_confusion
-    python benchmarks/run_all.py --with-nuts     # everything, NUTS included
+    python -m benchmarks                 # full run, updates benchmarks/results/
+    python -m benchmarks --quick         # smoke
+    python -m benchmarks --only kernels,nested_cv_confusion
+    python -m benchmarks --with-nuts     # everything, NUTS included
 """
 from __future__ import annotations
 
@@ -66,36 +66,36 @@ def _spec():
     output directory, "{crowdkit}" by crowd-kit's interpreter."""
     spec = {
         "onecoin": (["onecoin_cpu.json"],
-                    [["benchmarks/bench_onecoin.py", "--out", "{out}/onecoin_cpu.json"]],
-                    [["benchmarks/bench_onecoin.py", "--tasks", "100000", "--large-tasks",
+                    [["-m", "benchmarks.bench_onecoin", "--out", "{out}/onecoin_cpu.json"]],
+                    [["-m", "benchmarks.bench_onecoin", "--tasks", "100000", "--large-tasks",
                       "10000", "--reps", "7", "--ref-reps", "3",
                       "--out", "{out}/onecoin_cpu.json"]], 1800),
         "kernels": (["kernels_cpu.json"],
-                    [["benchmarks/bench_kernels.py", "--out", "{out}/kernels_cpu.json"]],
-                    [["benchmarks/bench_kernels.py", "--quick", "--out",
+                    [["-m", "benchmarks.bench_kernels", "--out", "{out}/kernels_cpu.json"]],
+                    [["-m", "benchmarks.bench_kernels", "--quick", "--out",
                       "{out}/kernels_cpu.json"]], 3600),
         "nested_cv": (["nested_cv_cpu.json"],
-                      [["benchmarks/bench_nested_cv.py", "--out", "{out}/nested_cv_cpu.json"]],
-                      [["benchmarks/bench_nested_cv.py", "--questions", "300", "--reps", "3",
+                      [["-m", "benchmarks.bench_nested_cv", "--out", "{out}/nested_cv_cpu.json"]],
+                      [["-m", "benchmarks.bench_nested_cv", "--questions", "300", "--reps", "3",
                         "--out", "{out}/nested_cv_cpu.json"]], 1800),
         "nested_cv_confusion": (
             ["nested_cv_confusion_cpu.json"],
-            [["benchmarks/bench_nested_cv_confusion.py", "--out",
+            [["-m", "benchmarks.bench_nested_cv_confusion", "--out",
               "{out}/nested_cv_confusion_cpu.json"]],
-            [["benchmarks/bench_nested_cv_confusion.py", "--questions", "300", "--reps", "3",
+            [["-m", "benchmarks.bench_nested_cv_confusion", "--questions", "300", "--reps", "3",
               "--loop-reps", "1", "--out", "{out}/nested_cv_confusion_cpu.json"]], 1800),
     }
     if (HERE / "bench_stream_tally.py").exists():
         spec["stream_tally"] = (
             ["stream_tally_cpu.json"],
-            [["benchmarks/bench_stream_tally.py", "--out", "{out}/stream_tally_cpu.json"]],
-            [["benchmarks/bench_stream_tally.py", "--moves", "300000", "--reference-moves",
+            [["-m", "benchmarks.bench_stream_tally", "--out", "{out}/stream_tally_cpu.json"]],
+            [["-m", "benchmarks.bench_stream_tally", "--moves", "300000", "--reference-moves",
               "100000", "--out", "{out}/stream_tally_cpu.json"]], 3600)
     # crowd-kit writes its own record (appended) and bda_jax's script its fixed path
     spec["crowd_em"] = (["crowd_em_cpu.json"],
-                        [["{crowdkit}", "benchmarks/crowdkit_synthetic.py"],
-                         ["benchmarks/bench_crowd_em.py"]], None, 5400)
-    spec["nuts"] = (["nuts_ds_cpu.json"], [["benchmarks/bench_nuts_ds.py"]], None, 5400)
+                        [["{crowdkit}", "-m", "benchmarks.crowdkit_synthetic"],
+                         ["-m", "benchmarks.bench_crowd_em"]], None, 5400)
+    spec["nuts"] = (["nuts_ds_cpu.json"], [["-m", "benchmarks.bench_nuts_ds"]], None, 5400)
     return spec
 
 
@@ -107,7 +107,7 @@ def _crowdkit_python(path_arg):
 
 def run_benchmark(name, argvs, out_dir, log_dir, timeout, crowdkit_py):
     """Run one benchmark's commands in order; returns a run record."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = dict(os.environ)
     log = log_dir / f"{name}.log"
     t0 = time.perf_counter()
     rc = 0

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax._core.abstention import risk_coverage, selective_decision
+from bda_jax import risk_coverage, selective_decision
 
 
 def test_selective_decision_thresholds():

@@ -1,4 +1,4 @@
-"""Model artifacts (issue 9): exact round trips, and refusal of truncated, tampered and
+"""Model artifacts: exact round trips, and refusal of truncated, tampered and
 newer-schema files with an ArtifactError naming the field."""
 import json
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from bda_jax import ArtifactError, DataError, make_arm, tally
-from bda_jax.aggregators._artifacts import (INLINE_LIMIT, SCHEMA_VERSION, check_agents,
-                                    fingerprint_counts, load_model, model_state, save_model)
-from bda_jax.aggregators import BDAConfusion, CouncilDawidSkene, IsotonicRecalibrated, Majority
+from bda_jax.aggregators import (MODEL_INLINE_LIMIT, MODEL_SCHEMA_VERSION, BDAConfusion,
+                                 CouncilDawidSkene, IsotonicRecalibrated, Majority, check_agents,
+                                 fingerprint_counts, load_model, model_state, save_model)
 from bda_jax.simulate import simulate_council
 
 
@@ -48,7 +48,7 @@ def test_round_trip_is_exact(name, counts, other, tmp_path):
     assert type(est) is type(model)
     assert art.agents == counts.agents and art.meta == {"arm": name}
     assert art.counts_fingerprint == fingerprint_counts(counts)
-    assert art.schema_version == SCHEMA_VERSION
+    assert art.schema_version == MODEL_SCHEMA_VERSION
     for data in (counts, other):
         np.testing.assert_array_equal(est.predict_proba(data), model.predict_proba(data))
         np.testing.assert_array_equal(est.predict(data), model.predict(data))
@@ -61,8 +61,8 @@ def test_round_trip_is_exact(name, counts, other, tmp_path):
 
 
 def test_large_arrays_go_to_the_npz(counts, tmp_path):
-    model = make_arm("bda-per-agent").fit(counts)       # cv_brier_ has 80 > INLINE_LIMIT rows
-    assert model.cv_brier_.size > INLINE_LIMIT
+    model = make_arm("bda-per-agent").fit(counts)       # cv_brier_ has 80 > MODEL_INLINE_LIMIT rows
+    assert model.cv_brier_.size > MODEL_INLINE_LIMIT
     path = tmp_path / "m.json"
     save_model(path, model, counts_fingerprint=None)
     doc = json.loads(path.read_text())
@@ -145,7 +145,7 @@ def test_tampered_or_missing_npz_is_refused(saved, tmp_path):
 def test_newer_schema_is_refused_naming_the_field(saved, tmp_path):
     path = _copy(saved, tmp_path)
     doc = json.loads(path.read_text())
-    doc["schema_version"] = SCHEMA_VERSION + 1
+    doc["schema_version"] = MODEL_SCHEMA_VERSION + 1
     doc["something_new"] = {"a": 1}                         # a newer writer's extra field
     path.write_text(json.dumps(doc))
     err = _refused(path, "schema_version")
@@ -154,11 +154,13 @@ def test_newer_schema_is_refused_naming_the_field(saved, tmp_path):
 
 def test_rehashed_but_invalid_content_is_refused(saved, tmp_path):
     """Someone editing the file and recomputing the hash still gets typed errors, no crash."""
-    from bda_jax.aggregators._artifacts import _canonical, _sha256
+    import hashlib
 
-    def write(doc):
+    def write(doc):     # the file format's checksum, written out here (docs/cli.md, model files)
         doc = {k: v for k, v in doc.items() if k != "sha256"}
-        doc["sha256"] = _sha256(_canonical(doc))
+        canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                               ensure_ascii=True).encode("ascii")
+        doc["sha256"] = hashlib.sha256(canonical).hexdigest()
         path.write_text(json.dumps(doc))
 
     path = _copy(saved, tmp_path)

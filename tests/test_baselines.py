@@ -9,10 +9,10 @@ import pytest
 from scipy.optimize import isotonic_regression as scipy_isotonic
 
 from bda_jax import Counts, DataError
-from bda_jax.aggregators import Aggregator, Majority
-from bda_jax.aggregators._baselines import (BestMember, GatedVote, IsotonicRecalibrated,
-                                    LogisticStacking, TemperatureScaled, VerbalizedVote,
-                                    fit_posterior_temperature, isotonic_regression, pav, round0_accuracy)
+from bda_jax.aggregators import (Aggregator, BestMember, GatedVote, IsotonicRecalibrated,
+                                 LogisticStacking, Majority, TemperatureScaled, VerbalizedVote,
+                                 fit_posterior_temperature, isotonic_regression, pav,
+                                 round0_accuracy)
 
 # One stacking configuration and one council shape throughout: the vmapped L-BFGS grid compiles
 # once for the whole file.

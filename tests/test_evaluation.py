@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.aggregators._evaluation import decision_flips, evaluate, make_arm, reliability_ablation
-from bda_jax.simulate._council import simulate_council
+from bda_jax.aggregators import decision_flips, evaluate, make_arm, reliability_ablation
+from bda_jax.simulate import simulate_council
 
 SUPERVISED = ["bda-per-agent", "bda-confusion", "stacking", "gated-vote", "best-member",
               "iso:bda-shared", "temp:majority"]

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.aggregators._bda import BDA, BDAConfusion, BDAPerAgent, Majority
-from bda_jax._core.fitting import fit_confusion, prior_from_reliability, reliability
-from bda_jax._core.selection import GRIDS, make_folds, select_and_predict
+from bda_jax import (GRIDS, fit_confusion, make_folds, prior_from_reliability, reliability,
+                     select_and_predict)
+from bda_jax.aggregators import BDA, BDAConfusion, BDAPerAgent, Majority
 from reference import EXAMPLE, random_counts
 
 

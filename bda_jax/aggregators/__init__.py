@@ -15,7 +15,7 @@ Harness ([BDA] §5, Appendix D.1-D.2): ``ARMS``, ``make_arm``, ``is_supervised``
 ``check_agents``. Functional pieces of the baselines: ``round0_accuracy`` (``SeatAccuracy``),
 ``stacking_features``, ``pav``, ``isotonic_regression``, ``fit_posterior_temperature``.
 """
-from ._artifacts import (ModelArtifact, check_agents, fingerprint_counts, load_model, model_state,
+from ._artifacts import (MODEL_INLINE_LIMIT, MODEL_KIND, MODEL_SCHEMA_VERSION, ModelArtifact, check_agents, fingerprint_counts, load_model, model_state,
                          save_model)
 from ._base import Aggregator
 from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
@@ -33,7 +33,7 @@ __all__ = [
     "TemperatureScaled", "VerbalizedVote",
     "ARMS", "Evaluation", "decision_flips", "evaluate", "fitted_hyperparameters", "fold_weights",
     "is_supervised", "make_arm", "reliability_ablation",
-    "ModelArtifact", "check_agents", "fingerprint_counts", "load_model", "model_state",
+    "MODEL_INLINE_LIMIT", "MODEL_KIND", "MODEL_SCHEMA_VERSION", "ModelArtifact", "check_agents", "fingerprint_counts", "load_model", "model_state",
     "save_model",
     "SeatAccuracy", "fit_posterior_temperature", "isotonic_regression", "pav", "round0_accuracy",
     "stacking_features",

@@ -13,7 +13,7 @@ File layout (``schema_version`` 1)::
 
 ``hyperparameters`` are the constructor's settings, ``fitted`` the attributes ending in ``_``.
 Values that JSON cannot hold are tagged objects with one key: ``{"__array__": {"dtype",
-"shape", "data" | "npz", "jax"}}`` (arrays of at most :data:`INLINE_LIMIT` finite elements are
+"shape", "data" | "npz", "jax"}}`` (arrays of at most :data:`MODEL_INLINE_LIMIT` finite elements are
 inline lists, the others live in the ``.npz`` under the named key), ``{"__float__": "nan"}``,
 ``{"__tuple__": [...]}``, ``{"__namedtuple__": {"type", "fields"}}`` and ``{"__estimator__":
 {"estimator", "hyperparameters", "fitted"}}`` (a nested aggregator, e.g. the base of a
@@ -57,13 +57,13 @@ import numpy as np
 from .._core.errors import ArtifactError, DataError
 from .._core.io import atomic_write, read_json_file
 
-__all__ = ["SCHEMA_VERSION", "KIND", "INLINE_LIMIT", "ModelArtifact", "fingerprint_counts",
+__all__ = ["MODEL_SCHEMA_VERSION", "MODEL_KIND", "MODEL_INLINE_LIMIT", "ModelArtifact", "fingerprint_counts",
            "load_model", "model_state", "registered_classes", "save_model", "check_agents"]
 
-SCHEMA_VERSION = 1
-KIND = "bda_jax.model"
+MODEL_SCHEMA_VERSION = 1
+MODEL_KIND = "bda_jax.model"
 #: arrays with more elements than this (or with non-finite floats) go to the ``.npz``
-INLINE_LIMIT = 64
+MODEL_INLINE_LIMIT = 64
 _TAGS = ("__array__", "__float__", "__tuple__", "__namedtuple__", "__estimator__")
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float16", "float32", "float64")
@@ -189,7 +189,7 @@ class _Encoder:
             raise DataError(f"cannot save an array of dtype {a.dtype}", field=where)
         spec = {"dtype": a.dtype.name, "shape": list(a.shape), "jax": is_jax}
         finite = a.dtype.kind != "f" or bool(np.isfinite(a).all())
-        if a.size <= INLINE_LIMIT and finite:
+        if a.size <= MODEL_INLINE_LIMIT and finite:
             spec["data"] = a.ravel().tolist()
         else:
             key = f"a{len(self.arrays)}"
@@ -239,7 +239,7 @@ def save_model(path, estimator_or_state, *, counts_fingerprint, meta: Mapping | 
         counts_fingerprint = fingerprint_counts(counts_fingerprint)
     agents = state["fitted"].get("agents_")
     enc = _Encoder()
-    doc = {"schema_version": SCHEMA_VERSION, "kind": KIND, "package_version": _version(),
+    doc = {"schema_version": MODEL_SCHEMA_VERSION, "kind": MODEL_KIND, "package_version": _version(),
            "estimator": state["estimator"],
            "agents": None if agents is None else [str(a) for a in agents],
            "counts_fingerprint": counts_fingerprint,
@@ -428,16 +428,16 @@ def load_model(path) -> ModelArtifact:
     path = os.fspath(path)
     doc = _read_json(path)
     err = lambda reason, fld: ArtifactError(reason, file=path, field=fld)
-    if doc.get("kind") != KIND:
-        raise err(f"not a bda_jax model file (kind {doc.get('kind')!r}, expected {KIND!r})",
+    if doc.get("kind") != MODEL_KIND:
+        raise err(f"not a bda_jax model file (kind {doc.get('kind')!r}, expected {MODEL_KIND!r})",
                   "kind")
     version = doc.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise err(f"schema_version must be a positive integer, got {version!r}",
                   "schema_version")
-    if version > SCHEMA_VERSION:
+    if version > MODEL_SCHEMA_VERSION:
         raise err(f"schema_version {version} is newer than this bda_jax reads (up to "
-                  f"{SCHEMA_VERSION}); upgrade bda_jax (file written by bda_jax "
+                  f"{MODEL_SCHEMA_VERSION}); upgrade bda_jax (file written by bda_jax "
                   f"{doc.get('package_version')!r})", "schema_version")
     expected = doc.get("sha256")
     body = {k: v for k, v in doc.items() if k != "sha256"}
