@@ -9,7 +9,7 @@ from ._core.abstention import RiskCoverage, risk_coverage, selective_decision
 from ._core.counts import Counts, CountsInfo, PairCounts, tally
 from ._core.decisions import Decision, decide, majority
 from ._core.errors import ArtifactError, BdaError, DataError, TraceError
-from .aggregators._evaluation import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
+from .aggregators import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
 from ._core.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
                            prior_from_reliability, reliability, uniform_error_confusion)
 from ._core.kernels import confusion_log_posterior, onecoin_log_posterior
@@ -21,7 +21,7 @@ from ._core.stream import tally_stream
 from ._core.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
                           read_traces, resolve_trace, skipped_summary, write_traces)
 
-__version__ = "0.1.0"
+from ._core.version import __version__
 
 __all__ = [
     "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",

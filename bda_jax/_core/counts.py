@@ -341,7 +341,7 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
     Packing is vectorized over all informative moves: no per-task Python loop after parsing.
     :func:`bda_jax.tally_stream` runs the same packing chunk by chunk over a file.
     """
-    options = _tally_options(max_round=max_round, forces=forces,
+    options = tally_options(max_round=max_round, forces=forces,
                              one_move_per_round=one_move_per_round,
                              permute_candidates=permute_candidates, unknown_agents=unknown_agents,
                              seat_key=seat_key, layout=layout)
@@ -355,13 +355,13 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
         if r.task_id in seen_tasks:
             raise TraceError("duplicate task_id", task_id=r.task_id, field="task_id")
         seen_tasks[r.task_id] = t
-    state = _TallyState(agents, options, file=getattr(traces[0], "source", (None,))[0])
-    part = _tally_part(resolved, [getattr(t, "source", (None, None)) for t in traces], state)
-    return _finish_tally([part], state)
+    state = TallyState(agents, options, file=getattr(traces[0], "source", (None,))[0])
+    part = tally_part(resolved, [getattr(t, "source", (None, None)) for t in traces], state)
+    return finish_tally([part], state)
 
 
 # ------------------------------------------------------------------ the tally, in parts
-class _TallyOptions(NamedTuple):
+class TallyOptions(NamedTuple):
     """Validated options of :func:`tally` (shared by :func:`bda_jax.tally_stream`)."""
 
     max_round: int | None
@@ -373,9 +373,9 @@ class _TallyOptions(NamedTuple):
     layout: str
 
 
-def _tally_options(*, max_round=None, forces=None, one_move_per_round=False,
+def tally_options(*, max_round=None, forces=None, one_move_per_round=False,
                    permute_candidates=None, unknown_agents="error", seat_key="agent",
-                   layout="dense") -> _TallyOptions:
+                   layout="dense") -> TallyOptions:
     """Check the options of :func:`tally`; raises :class:`DataError` naming the option."""
     if layout not in LAYOUTS:
         raise DataError(f"layout must be one of {LAYOUTS}, got {layout!r}", field="layout")
@@ -393,17 +393,17 @@ def _tally_options(*, max_round=None, forces=None, one_move_per_round=False,
     if max_round is not None and (not isinstance(max_round, int) or max_round < 0):
         raise DataError(f"max_round must be a non-negative integer, got {max_round!r}",
                         field="max_round")
-    return _TallyOptions(max_round, forces, bool(one_move_per_round), permute_candidates,
+    return TallyOptions(max_round, forces, bool(one_move_per_round), permute_candidates,
                          unknown_agents, seat_key, layout)
 
 
-class _TallyState:
+class TallyState:
     """What the parts of one tally share: the options, the agent (seat) index — fixed up front
     or grown in first-seen order, which appending never reorders — cluster codes (first seen;
     sorted at the end), the per-task names, the vocabulary check and the dropped-move count.
     Per-task entries only: no Python object per move outlives its part."""
 
-    def __init__(self, agents, options: _TallyOptions, file=None):
+    def __init__(self, agents, options: TallyOptions, file=None):
         self.options = options
         self.fixed = agents is not None
         if self.fixed:
@@ -426,7 +426,7 @@ class _TallyState:
         return self._interned.setdefault(candidates, candidates)
 
 
-def _tally_part(resolved: Sequence[ResolvedTrace], sources, state: _TallyState) -> dict:
+def tally_part(resolved: Sequence[ResolvedTrace], sources, state: TallyState) -> dict:
     """Pack a run of resolved traces (the next tasks of the tally) into compact count arrays.
 
     Flattens the informative moves into per-move arrays, filters them by the options, indexes
@@ -532,7 +532,7 @@ def _concat_parts(parts: list[dict], name: str, shape_tail: tuple, offset_key=No
     return out
 
 
-def _finish_tally(parts: list[dict], state: _TallyState) -> "Counts | PairCounts":
+def finish_tally(parts: list[dict], state: TallyState) -> "Counts | PairCounts":
     """Join the parts of one tally: pad agents (a part saw the first-seen prefix) and candidate
     slots, offset task indices, sort cluster codes by name, set ``vocab`` and ``info``, and
     apply the candidate permutation. A single part is returned without copies."""

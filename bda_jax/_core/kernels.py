@@ -308,7 +308,7 @@ _GRID_CELLS_MAX = 50_000_000     # T * K * features: its dense one-hot size
 
 
 @partial(jax.jit, static_argnames=("table_size",))
-def _onecoin_grid(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size):
+def onecoin_grid_log_posterior(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size):
     """[M, T, K] one-coin posteriors for M prior rows (alphas, betas [M, I], taus [M]).
 
     Every (agent, N, c) cell is one feature, so all M posteriors come from one matrix product of

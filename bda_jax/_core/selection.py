@@ -17,9 +17,9 @@ import numpy as np
 from .counts import Counts
 from .errors import DataError
 from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from_reliability, reliability
-from .kernels import (DEFAULT_TABLE_SIZE, _onecoin_grid, confusion_log_posterior,
+from .kernels import (DEFAULT_TABLE_SIZE, onecoin_grid_log_posterior, confusion_log_posterior,
                       onecoin_log_posterior, table_size_for)
-from ..metrics._scores import brier_mc_per_task
+from .scoring import brier_mc_per_task
 
 __all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS",
            "arm_log_posterior", "select_and_predict",
@@ -170,7 +170,7 @@ def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, f
             lambda ri: prior_from_reliability(ri, th[0], th[1], th[2]))(r))(grid)    # [G, F_in, I]
         G, F_in, I = prior.alpha.shape
         taus = jnp.repeat(grid[:, 3], F_in)
-        lps = _onecoin_grid(counts.N, counts.e, counts.c, counts.mask, counts.K,
+        lps = onecoin_grid_log_posterior(counts.N, counts.e, counts.c, counts.mask, counts.K,
                             prior.alpha.reshape(G * F_in, I), prior.beta.reshape(G * F_in, I),
                             taus, jnp.zeros((1, counts.e.shape[2]), grid.dtype), table_size)
         brier = jax.vmap(lambda lp: multiclass_brier(lp, counts.gold, counts.mask))(lps)

@@ -3,7 +3,7 @@
 :func:`tally_stream` reads a trace file in chunks of tasks, checks every trace exactly as
 :func:`bda_jax.read_traces` does (same :class:`TraceError` naming file, line, task, move and
 field), and packs each chunk with the packing :func:`bda_jax.tally` runs (the same private
-``_tally_part``; there is no second tally). Only the compact int32 count arrays of each chunk and
+``tally_part``; there is no second tally). Only the compact int32 count arrays of each chunk and
 a few per-task names (task id, candidate list, cluster) are kept; the traces and per-move Python
 objects of a chunk are dropped once it is packed.
 
@@ -21,7 +21,7 @@ import warnings
 from collections import Counter
 from typing import Iterator, Sequence
 
-from .counts import Counts, PairCounts, _finish_tally, _TallyState, _tally_options, _tally_part
+from .counts import Counts, PairCounts, finish_tally, TallyState, tally_options, tally_part
 from .errors import DataError, TraceError
 from .io import read_json_lines
 from .normalize import Normalizer, default_normalizer
@@ -120,7 +120,7 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     >>> c.e.tolist(), c.agents
     ([[[0, 1]]], ('x',))
     """
-    options = _tally_options(max_round=max_round, forces=forces,
+    options = tally_options(max_round=max_round, forces=forces,
                              one_move_per_round=one_move_per_round,
                              permute_candidates=permute_candidates, unknown_agents=unknown_agents,
                              seat_key=seat_key, layout=layout)
@@ -130,7 +130,7 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     shard = _check_shard(shard)
     path = os.fspath(path)
     normalizer = _memoized(normalizer)
-    state = _TallyState(agents, options, file=path)
+    state = TallyState(agents, options, file=path)
     lines = (read_json_lines(path, TraceError, "trace file") if shard is None
              else _shard_json_lines(path, *shard))
     # The loop allocates millions of short-lived, acyclic objects (decoded JSON, Move objects):
@@ -152,12 +152,12 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
         detail = ", ".join(f"{code}: {n}" for code, n in sorted(skipped.items()))
         warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
                       stacklevel=2)
-    return _finish_tally(parts, state)
+    return finish_tally(parts, state)
 
 
 def _read_parts(path, lines, state, chunk_tasks, normalizer, lenient, abstain_candidate):
     """Check each decoded line exactly as :func:`read_traces` does and pack the tasks chunk by
-    chunk (:func:`~bda_jax._core.counts._tally_part`). Returns the parts and the lenient-mode
+    chunk (:func:`~bda_jax._core.counts.tally_part`). Returns the parts and the lenient-mode
     skip counts by reason."""
     parts: list[dict] = []
     resolved, sources = [], []
@@ -172,8 +172,8 @@ def _read_parts(path, lines, state, chunk_tasks, normalizer, lenient, abstain_ca
         resolved.append(res)
         sources.append(trace.source)
         if len(resolved) == chunk_tasks:
-            parts.append(_tally_part(resolved, sources, state))
+            parts.append(tally_part(resolved, sources, state))
             resolved, sources = [], []
     if resolved:
-        parts.append(_tally_part(resolved, sources, state))
+        parts.append(tally_part(resolved, sources, state))
     return parts, skipped

@@ -294,10 +294,10 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
             skipped.append(SkippedMove(move_id, err.code, err.reason, err.field))
     extra = {k: v for k, v in raw.items() if k not in _TASK_KEYS}
     trace = Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
-    return _mark_field_checked(trace)
+    return mark_field_checked(trace)
 
 
-def _mark_field_checked(trace: Trace) -> Trace:
+def mark_field_checked(trace: Trace) -> Trace:
     """Record that ``trace``'s field types were checked (by :func:`parse_trace`, or by an
     importer that built it from typed columns), so :func:`resolve_trace` runs the protocol
     automaton without re-parsing it. Returns the trace."""
@@ -515,7 +515,7 @@ def checked_traces(path, lines, normalizer: Normalizer = default_normalizer,
         if len(resolved.skipped) != len(trace.skipped):
             trace = dataclasses.replace(trace, moves=resolved.admissible,
                                         skipped=resolved.skipped)
-            _mark_field_checked(trace).__dict__["_resolved_cache"] = {
+            mark_field_checked(trace).__dict__["_resolved_cache"] = {
                 (normalizer, lenient): resolved}
         yield trace, resolved
 

@@ -90,7 +90,7 @@ RENAMED_CLASSES = {"DawidSkene": "CouncilDawidSkene"}
 
 
 def _namedtuples() -> dict[str, type]:
-    from ..crowd._dawid_skene import DSParams
+    from ..crowd import DSParams
     return {"DSParams": DSParams}
 
 
@@ -266,7 +266,7 @@ def save_model(path, estimator_or_state, *, counts_fingerprint, meta: Mapping | 
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._core.version import __version__
     return __version__
 
 

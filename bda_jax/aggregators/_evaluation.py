@@ -16,7 +16,7 @@ from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticSt
 from .._core.counts import Counts, tally
 from ._dawid_skene import CouncilDawidSkene
 from .._core.errors import DataError
-from ..metrics._scores import brier_mc, correctness, paired_bootstrap, summary
+from ..metrics import brier_mc, correctness, paired_bootstrap, summary
 from .._core.selection import GRID_COLUMNS, GRIDS, make_folds, select_and_predict
 
 __all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "fitted_hyperparameters",

@@ -85,7 +85,7 @@ import pandas as pd
 
 from .._core.errors import DataError
 from .._core.normalize import default_normalizer
-from .._core.traces import Move, Trace, _mark_field_checked
+from .._core.traces import Move, Trace, mark_field_checked
 
 __all__ = [
     "CrowdData", "Duplicates", "DUPLICATE_POLICIES", "load_zheng", "load_zhang", "load_snow",
@@ -870,7 +870,7 @@ def to_traces(data: CrowdData) -> list[Trace]:
     traces, start = [], 0
     for task, end in zip(names.tolist(), ends):
         # the columns were checked above: the automaton need not re-parse each trace
-        traces.append(_mark_field_checked(Trace(task, tuple(moves[start:end]), cands,
+        traces.append(mark_field_checked(Trace(task, tuple(moves[start:end]), cands,
                                                 gold.get(task), source=source)))
         start = end
     return traces
