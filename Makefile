@@ -11,12 +11,16 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-.PHONY: demo test bench fuzz
+.PHONY: demo test lint bench fuzz
 demo: $(STAMP)
 	$(VENV)/bin/bda demo
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q bda_jax models tests
+
+# ruff's short rule set ([tool.ruff] in pyproject.toml); the layering contract is a test
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bda_jax models tests benchmarks
 
 # every benchmark -> benchmarks/results/*.json + summary.json + SUMMARY.md (docs/performance.md);
 # BENCH_ARGS=--quick for a smoke run, --with-nuts to include the ~15 min NUTS benchmark
