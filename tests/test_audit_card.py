@@ -1,4 +1,4 @@
-"""Trace-Audit Card (issue 8; [Audit] Table 21, metric rows as in Table 6)."""
+"""Trace-Audit Card ([Audit] Table 21, metric rows as in Table 6)."""
 import json
 import math
 import os

@@ -1,4 +1,4 @@
-"""Routing audit, calibration and commitment axes (issue 8; [Audit] Tables 2-4, 10-13, 16-17).
+"""Routing audit, calibration and commitment axes ([Audit] Tables 2-4, 10-13, 16-17).
 
 Expected values are worked out by hand in the comments, or are the paper's own published counts
 rebuilt as arrays; simulated checks draw from generative models written here, never from the

@@ -1,4 +1,4 @@
-"""The whole audit in one call (issue 8): a broadcast log -> routing, calibration and
+"""The whole audit in one call ([Audit]): a broadcast log -> routing, calibration and
 commitment metrics with denominators and cluster-bootstrap intervals -> a Trace-Audit Card."""
 import dataclasses
 import json
@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from bda_jax import DataError
-from bda_jax.audit import (AuditCard, audit_broadcast, cluster_bootstrap, cra, from_records,
-                           oracle_success, pcca, router_block_success, simulate_broadcast,
-                           tier_stratified_folds)
+from bda_jax import DataError, TraceError
+from bda_jax.audit import (AuditCard, audit_broadcast, audit_file, cluster_bootstrap, cra,
+                           from_records, oracle_success, pcca, router_block_success,
+                           simulate_broadcast, tier_stratified_folds, write_broadcast_log)
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +228,19 @@ def test_gap_to_oracle_has_a_paired_interval_on_the_shared_resamples(sim_report)
     got = report.router_gaps["runtime_argmax"]
     assert (got.ci_low, got.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), abs=1e-12)
     assert got.ci_low <= got.estimate <= got.ci_high
+
+
+def test_audit_file_reads_on_the_score_scale_and_audits_like_audit_broadcast(tmp_path):
+    log = simulate_broadcast(1, n_problems=12)
+    hundred = dataclasses.replace(log, score=log.score * 100)
+    path = tmp_path / "log.jsonl"
+    write_broadcast_log(hundred, path)
+    kw = dict(seed=2, n_boot=20, protocol_name="file")
+    report = audit_file(path, score_scale=100, **kw)
+    assert report.to_dict() == audit_broadcast(hundred, score_scale=100, **kw).to_dict()
+    with pytest.raises(TraceError, match="score range"):
+        audit_file(path, n_boot=20)                       # 0-100 scores on the default [0, 1]
+    with pytest.raises(DataError, match="score scale") as err:
+        audit_file(path, score_scale=0)
+    assert err.value.field == "score_scale"
+

@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 
 from bda_jax.audit import (
-    METRICS, ROUTERS, BroadcastLog, audit_broadcast, cluster_bootstrap, cra, ctr,
-    divergence_sources, effective_selection, from_frame, from_records, hrwp,
+    METRICS, ROUTERS, BroadcastLog, audit_broadcast, cluster_bootstrap, commitment_inputs, cra,
+    ctr, divergence_sources, effective_selection, from_frame, from_records, hrwp,
     learned_router_probabilities, load_confmad, mcr, metric_terms, noisy_oracle_check,
-    noisy_oracle_scores, oracle_success, pair_counts, pcca, per_tier, permutation_null_pcca,
+    noisy_oracle_scores, oracle_success, pcca, per_tier, permutation_null_pcca,
     permute_scores_within_blocks, ratio_bootstrap, read_broadcast_log, router_block_success,
-    router_counterfactuals, routing_audit, runtime_argmax, runtime_success,
+    router_counterfactuals, routing_audit, runtime_argmax, runtime_success, score_pairs,
     selected_invalid_rate, simulate_broadcast, tier_stratified_folds, unselected_blocks,
     write_broadcast_log)
-from bda_jax.audit._traces import commitment_inputs
-from bda_jax.audit._routing import _fit_logistic
+from bda_jax.audit._routing import _fit_logistic  # private: the learned router's Newton fit
 from bda_jax import DataError, TraceError
 from reference import SHARED_DATA
 
@@ -205,13 +204,13 @@ def test_pcca_and_ctr_by_hand(hand):
     assert pcca(hand) == pytest.approx((1.25 / 3, 1.25, 3))
     # pairs: 2 + 1 + 1 = 4, of which tied: block 1 (c, b) and block 2 (b, a)
     assert ctr(hand) == (0.5, 2, 4)
-    assert pair_counts(hand) == (3, 4, 1, 1, 2)
+    assert score_pairs(hand) == (3, 4, 1, 1, 2)
 
 
 def test_missing_scores_form_no_pair():
     log = from_records([poll("p", 0, "a", None, "x", True), poll("p", 0, "b", .3, "y", False),
                         poll("p", 0, "c", .5, "x", True)])
-    assert pair_counts(log) == (1, 1, 1, 0, 0) and pcca(log).value == 1.0
+    assert score_pairs(log) == (1, 1, 1, 0, 0) and pcca(log).value == 1.0
 
 
 def test_weights_repeat_blocks(hand):
@@ -293,7 +292,7 @@ def test_paper_counts_rule_out_the_wider_mcr_readings(paper_log):
     assert mcr(paper_log) == (462 / 7970, 462, 7970) and round(462 / 7970, 3) == printed
 
 
-def test_table6_pair_counts_and_ctr():
+def test_table6_score_pairs_and_ctr():
     # Table 6: PCCA over "1,184 blocks / 2,079 pairs", CTR .327 of the 2,079 pairs. With three
     # agents a mixed block holds 2 pairs (one correct, two wrong) or 1 (one correct, one wrong,
     # one invalid): 895 + 289 = 1,184 blocks, 895 * 2 + 289 = 2,079 pairs. 680 tied pairs:
@@ -317,7 +316,7 @@ def test_table6_pair_counts_and_ctr():
                           False if s2 else None)]
             b += 1
     log = from_records(recs)
-    assert pair_counts(log) == (1184, 2079, 866, 533, 680)
+    assert score_pairs(log) == (1184, 2079, 866, 533, 680)
     assert ctr(log) == (680 / 2079, 680, 2079) and round(680 / 2079, 3) == 0.327
     assert pcca(log) == pytest.approx((675.25 / 1184, 675.25, 1184))
     assert round(pcca(log).value, 3) == 0.570
@@ -507,7 +506,7 @@ def test_noisy_oracle_at_sigma_half_matches_table_15(sim):
     assert round(tie, 4) == 0.0228 and round(tie, 3) == 0.023
     # ~4,200 pairs per replicate x 20 replicates: the mean CTR's sd is ~.0006 and PCCA's ~.001,
     # so the tolerances below are >= 6 sd (the expected PCCA of this design is .916)
-    assert pair_counts(sim).n_pairs > 4000
+    assert score_pairs(sim).n_pairs > 4000
     check = noisy_oracle_check(sim, 0.5, seed=0, n_rep=20).summary()
     assert check["ctr"][0] == pytest.approx(tie, abs=0.005)
     assert check["pcca"][0] == pytest.approx(0.913, abs=0.01)
@@ -550,7 +549,7 @@ def test_simulator_is_seeded_overconfident_and_has_material():
     assert np.array_equal(a.speaker, a.agent[a.speak_poll_row])
     diverged = (a.equivalence == "divergent").sum() / (a.equivalence != None).sum()  # noqa: E711
     assert 0.1 < diverged < 0.3
-    assert pair_counts(a).tied > 0                             # rounding makes ties
+    assert score_pairs(a).tied > 0                             # rounding makes ties
     # clusters: at most 10 problems, all of one tier
     for c in set(a.cluster):
         rows = a.cluster == c
@@ -614,7 +613,7 @@ def test_confmad_counts_match_source_md():
     # replayed routing: first listed (Bob) wins ties
     assert np.array_equal(log.selected, runtime_argmax(log))
     # SOURCE.md: 24 mixed pairs, correct higher 4, wrong higher 6, tied 14
-    assert pair_counts(log) == (24, 24, 4, 6, 14)
+    assert score_pairs(log) == (24, 24, 4, 6, 14)
     assert pcca(log).value == pytest.approx((4 + 0.5 * 14) / 24)
     assert ctr(log) == (14 / 24, 14, 24)
     _, lenient = load_confmad(CONFMAD, parser="lenient")

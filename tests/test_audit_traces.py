@@ -1,4 +1,4 @@
-"""Regression inputs of the routing audit (issue 8; [Audit] Tables 4, 12, 18): per-trace
+"""Regression inputs of the routing audit ([Audit] Tables 4, 12, 18): per-trace
 summaries for the outcome linkage and (divergent speak event, visible candidate) rows for the
 adoption logit. Expected rows are written out by hand."""
 import math

@@ -1,4 +1,4 @@
-"""Metrics (issue 3 item 5; [BDA] Appendix B Eq. 5, D.1-D.2).
+"""Metrics ([BDA] Appendix B Eq. 5, D.1-D.2).
 
 Expected values come from hand computations or from the brute-force NumPy references below, which
 follow the definitions in docs/metrics.md literally (explicit bins, pairwise loops), never from

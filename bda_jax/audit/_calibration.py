@@ -28,7 +28,7 @@ Readings chosen where the paper leaves room (each a parameter):
   end values outside the training range (``interpolation="linear"``, as scikit-learn's
   ``IsotonicRegression``); ``"step"`` uses the fitted value of the nearest knot at or below.
 * Folds are dealt problem by problem
-  (:func:`~bda_jax.audit._common.tier_stratified_folds`): problems are shuffled (seeded),
+  (:func:`~bda_jax.audit.tier_stratified_folds`): problems are shuffled (seeded),
   sorted by tier (stable) and dealt round-robin, so each tier's problems, and the problems
   overall, are split as evenly as possible over the folds (balanced in problems, not in
   candidates).
@@ -41,9 +41,10 @@ from typing import Mapping, NamedTuple
 import numpy as np
 from scipy.optimize import isotonic_regression, minimize_scalar
 
-from ._common import group_rows, tier_stratified_folds
+from ._common import group_rows
+from ._folds import tier_stratified_folds
 from .._core.errors import DataError
-from ..metrics._scores import accuracy, auroc, brier_top, ece
+from ..metrics import accuracy, auroc, brier_top, ece
 
 __all__ = [
     "CalibrationReport", "CalibrationRow", "IsotonicFit", "apply_isotonic", "apply_temperature",
@@ -272,7 +273,7 @@ def calibration_report(scores, correct, problem, tier, *, n_folds: int = 2, seed
     ``scores`` [N] stated confidences on ``[0, scale]``, ``correct`` [N] 0/1, ``problem`` [N] and
     ``tier`` [N] labels, one entry per valid poll candidate. Folds: ``folds`` [N] ints if given
     (their values are the fold ids), else
-    :func:`~bda_jax.audit._common.tier_stratified_folds` (``n_folds``, ``seed``).
+    :func:`~bda_jax.audit.tier_stratified_folds` (``n_folds``, ``seed``).
     For each fold k, a temperature and an isotonic map are fit on the candidates outside k and
     applied to the candidates in k; the rows score the pooled held-out predictions of all folds
     (so AUROC may move slightly even for the monotone maps, whose fits differ by fold). The raw

@@ -6,7 +6,7 @@ extracted and judged, and every audited metric with its numerator, denominator a
 describes a protocol's measurement properties, not a model or a dataset.
 
 Fields (R = required, O = optional, may be null; R+ = required here, an extension: the rows
-of the paper's Table 21 that the seed text shows are protocol_name (R), protocol_version (R),
+of the paper's Table 21 that its available text shows are protocol_name (R), protocol_version (R),
 paper_of_record (O) and agent_model (R, "homogeneous or heterogeneous"); every other field is
 this implementation's):
 
@@ -55,6 +55,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from ._format import fmt_count, fmt_value, md_cell
 from .._core.errors import ArtifactError, DataError
 from .._core.io import atomic_write
 
@@ -145,7 +146,7 @@ class MetricEntry:
     def from_ratio(cls, name: str, r: Any, *, ci=None, axis=None, unit=None,
                    note=None) -> "MetricEntry":
         """Entry from anything with ``value``, ``numerator``, ``denominator`` (e.g. a
-        :class:`~bda_jax.audit._common.Ratio`); ``ci`` an optional (low, high) pair."""
+        :class:`~bda_jax.audit.Ratio`); ``ci`` an optional (low, high) pair."""
         lo, hi = (None, None) if ci is None else ci
         return cls(name, r.value, r.numerator, r.denominator, lo, hi, note, axis, unit)
 
@@ -362,49 +363,33 @@ class AuditCard:
     def to_markdown(self) -> str:
         """A readable card: the protocol table, then one metric row each with its numerator,
         denominator (and unit) and interval."""
-        lines = [f"# Trace-Audit Card: {_md(self.protocol_name)} {_md(self.protocol_version)}",
+        lines = [f"# Trace-Audit Card: {md_cell(self.protocol_name)} "
+                 f"{md_cell(self.protocol_version)}",
                  "", f"Schema version {self.schema_version}.", "", "## Protocol", "",
                  "| Field | Value |", "|---|---|"]
         for key, label in _LABELS:
             v = getattr(self, key)
             if key == "agent_model":
-                text = ", ".join(_md(m) for m in v)
+                text = ", ".join(md_cell(m) for m in v)
             elif key == "parse_rate":
                 text = "n/a" if v is None else (
-                    f"{_fmt_value(v.value)} ({_fmt_count(v.numerator)} / "
-                    f"{_fmt_count(v.denominator)}{' ' + _md(v.unit) if v.unit else ''})")
+                    f"{fmt_value(v.value)} ({fmt_count(v.numerator)} / "
+                    f"{fmt_count(v.denominator)}{' ' + md_cell(v.unit) if v.unit else ''})")
             else:
-                text = "n/a" if v is None else _md(str(v))
+                text = "n/a" if v is None else md_cell(str(v))
             lines.append(f"| {label} | {text} |")
         level = "CI" if self.ci_level is None else f"{100 * self.ci_level:g}% CI"
         lines += ["", "## Metrics", ""]
         if self.ci_method:
-            lines += [f"Intervals: {_md(self.ci_method)}.", ""]
+            lines += [f"Intervals: {md_cell(self.ci_method)}.", ""]
         lines += [f"| Axis | Metric | Estimate | {level} | Numerator | Denominator | Note |",
                   "|---|---|---|---|---|---|---|"]
         for m in self.metrics:
             ci = "n/a" if m.ci_low is None or m.ci_high is None else \
-                f"[{_fmt_value(m.ci_low)}, {_fmt_value(m.ci_high)}]"
-            den = _fmt_count(m.denominator) + (f" {_md(m.unit)}" if m.unit else "")
-            lines.append(f"| {_md(m.axis or '')} | {_md(m.name)} | {_fmt_value(m.value)} | {ci} "
-                         f"| {_fmt_count(m.numerator)} | {den} | {_md(m.note or '')} |")
+                f"[{fmt_value(m.ci_low)}, {fmt_value(m.ci_high)}]"
+            den = fmt_count(m.denominator) + (f" {md_cell(m.unit)}" if m.unit else "")
+            lines.append(f"| {md_cell(m.axis or '')} | {md_cell(m.name)} | {fmt_value(m.value)} "
+                         f"| {ci} | {fmt_count(m.numerator)} | {den} | {md_cell(m.note or '')} |")
         if self.notes:
-            lines += ["", "## Notes", "", _md(self.notes)]
+            lines += ["", "## Notes", "", md_cell(self.notes)]
         return "\n".join(lines)
-
-
-def _md(s: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(s).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
-def _fmt_value(v) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
-
-
-def _fmt_count(v) -> str:
-    if v is None:
-        return "n/a"
-    if float(v).is_integer():
-        return f"{int(v):,}"
-    return f"{v:,.4g}"

@@ -11,7 +11,7 @@ that won the poll. Inputs are flat arrays with one entry per selected speak even
 * ``equivalent`` (optional): a judge's verdict that the two answers are the same answer
   (``True``/``False``/``None``), used by the divergence ``rule`` below.
 
-Every rate is a :class:`~bda_jax.audit._common.Ratio` holding its numerator and
+Every rate is a :class:`~bda_jax.audit.Ratio` holding its numerator and
 denominator; :func:`commitment_terms` gives the per-event terms behind each rate (for the
 problem-cluster bootstrap).
 
@@ -60,8 +60,9 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy import stats
 
-from ._common import Ratio, group_rows, ratio
+from ._common import group_rows
 from .._core.errors import DataError
+from ..metrics import Ratio, ratio
 
 __all__ = [
     "CLASSES", "COMMITMENT_METRICS", "DEFAULT_PRECEDENCE", "CommitmentMetrics",
@@ -221,7 +222,7 @@ class CommitmentMetrics(NamedTuple):
 
     def entries(self) -> list[dict]:
         """Metric entries ``{name, value, numerator, denominator, unit, note}`` (the generic
-        shape of :class:`bda_jax.audit._card.MetricEntry`), one per rate."""
+        shape of :class:`bda_jax.audit.MetricEntry`), one per rate."""
         units = {"psdr": "valid selected pairs", "psir": "divergent pairs",
                  "psdrg": "divergent pairs", "npcs_d": "divergent pairs"}
         out = []
@@ -259,7 +260,7 @@ def commitment_terms(poll_answer, spoken_answer, poll_correct, spoken_correct, v
                      normalize: Callable[[str], str] | None = None) -> dict:
     """Per-event ``(numerator, denominator)`` terms, each [E] float, of every rate in
     :data:`COMMITMENT_METRICS` (the table of the module docstring); a rate is the ratio of
-    their sums, and :func:`~bda_jax.audit._common.ratio_bootstrap` resamples them by
+    their sums, and :func:`~bda_jax.audit.ratio_bootstrap` resamples them by
     problem cluster. Arguments as for :func:`commitment_metrics`.
 
     >>> t = commitment_terms(["1", "2"], ["1", "3"], [1, 0], [1, 1])

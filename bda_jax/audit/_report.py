@@ -1,20 +1,21 @@
 """One call for the whole routing audit of a broadcast log ([Audit]; docs/audit.md): routing,
 calibration and commitment, each metric with its numerator, denominator and problem-cluster
 bootstrap interval, gathered on a Trace-Audit Card (Table 21) plus per-tier tables (Table 10).
+:func:`audit_file` does the same for a log file (what ``bda audit`` runs).
 
-:func:`audit_broadcast` runs, on a :class:`~bda_jax.audit._log.BroadcastLog`:
+:func:`audit_broadcast` runs, on a :class:`~bda_jax.audit.BroadcastLog`:
 
-* **routing** — :func:`~bda_jax.audit._routing.routing_audit` (selected-invalid rate, CRA,
+* **routing** — :func:`~bda_jax.audit.routing_audit` (selected-invalid rate, CRA,
   HRWP, runtime and oracle success, MCR, PCCA, CTR) and the router counterfactuals of Table 1
   (expected success per all-routeable block, and each router's gap to the oracle);
-* **calibration** — :func:`~bda_jax.audit._calibration.calibration_report` on the valid
+* **calibration** — :func:`~bda_jax.audit.calibration_report` on the valid
   poll candidates with a stated score (raw, temperature, isotonic; cross-fitted over
   tier-stratified problem folds): ECE, Brier, AUROC and mean confidence per method, and the
   candidate accuracy;
 * **commitment** (only when the log has speak records) — the speaker's poll candidate in the
-  block against its spoken answer: :func:`~bda_jax.audit._commitment.commitment_metrics`
+  block against its spoken answer: :func:`~bda_jax.audit.commitment_metrics`
   (PSDR, PSIR, PSDRg, NPCS|D, unconditional rates and shift) and
-  :func:`~bda_jax.audit._commitment.divergence_sources` (primary classes with their
+  :func:`~bda_jax.audit.divergence_sources` (primary classes with their
   correctness change, and the overlapping flags);
 * the **parse rate**: polls with a parsed candidate (not null after normalization) over all
   polls, and beside it, as a metric row, the **labeled share**: parsed candidates with a
@@ -22,20 +23,21 @@ bootstrap interval, gathered on a Trace-Audit Card (Table 21) plus per-tier tabl
 
 Readings chosen here:
 
-* Selection: the log's :func:`~bda_jax.audit._log.effective_selection`. A log with no
+* Selection: the log's :func:`~bda_jax.audit.effective_selection`. A log with no
   selected poll at all is audited on a replayed selection (speaker's poll where a speak record
   exists, runtime argmax elsewhere) and the card's notes say so; in a log where only some
   blocks lack a selected poll, those blocks are left out of the selection-based denominators
   and the notes give their count.
 * Folds: one tier-stratified problem deal per log (over all its problems,
-  :func:`~bda_jax.audit._common.tier_stratified_folds` with ``n_folds`` and ``seed``),
+  :func:`~bda_jax.audit.tier_stratified_folds` with ``n_folds`` and ``seed``),
   shared by the calibration cross-fit and the learned router, and returned as
   ``AuditReport.folds``.
 * The gap to the oracle of each router gets its own row, with a paired interval: the
   per-block difference (oracle - router) over the same denominator, resampled with the same
   draws as every other routing interval.
 * Every interval is the percentile interval of a problem-cluster bootstrap
-  (:mod:`~bda_jax.audit._common`; the log's clusters, ``n_boot`` resamples, ``seed``).
+  (``bda_jax.metrics.ratio_bootstrap`` and ``cluster_bootstrap_batched``; the log's clusters,
+  ``n_boot`` resamples, ``seed``).
   Calibration intervals resample the held-out predictions without refitting the recalibrators;
   router intervals keep the learned router's cross-fitted probabilities fixed.
 * ECE, Brier and AUROC are not ratios of counts. Their denominator is what they average over
@@ -62,19 +64,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._calibration import CalibrationReport, calibration_report
-from ._card import AuditCard, MetricEntry, _fmt_count, _fmt_value, _md
+from ._card import AuditCard, MetricEntry
 from ._commitment import (DEFAULT_PRECEDENCE, CommitmentMetrics, DivergenceSources,
-                               commitment_metrics, commitment_terms, divergence_sources)
-from ._common import (BootstrapCI, cluster_bootstrap_batched, group_rows, positive_int,
-                           ratio_bootstrap, tier_stratified_folds)
-from ._log import BroadcastLog, effective_selection
-from ._routing import (METRICS, ROUTERS, metric_terms, router_block_success,
-                            unselected_blocks)
+                          commitment_metrics, commitment_terms, divergence_sources)
+from ._common import group_rows, positive_int
+from ._folds import tier_stratified_folds
+from ._format import fmt_count, fmt_value, md_cell
+from ._io import read_broadcast_log
+from ._log import BroadcastLog
+from ._router import effective_selection
+from ._routing import METRICS, ROUTERS, metric_terms, router_block_success, unselected_blocks
 from ._traces import commitment_inputs
 from .._core.errors import DataError
-from ..metrics._scores import auroc, brier_top, ece
+from ..metrics import (BootstrapCI, auroc, brier_top, cluster_bootstrap_batched, ece,
+                       ratio_bootstrap)
 
-__all__ = ["AuditReport", "audit_broadcast"]
+__all__ = ["AuditReport", "audit_broadcast", "audit_file"]
 
 _ROUTING_NAMES = {"selected_invalid_rate": "selected-invalid rate", "cra": "CRA", "hrwp": "HRWP",
                   "runtime_success": "runtime success", "oracle_success": "oracle success",
@@ -97,16 +102,16 @@ _COMPUTED = ("metrics", "parse_rate", "ci_level", "ci_method", "schema_version")
 class AuditReport(NamedTuple):
     """Output of :func:`audit_broadcast`.
 
-    ``card`` the filled :class:`~bda_jax.audit._card.AuditCard`; ``per_tier`` {tier: list of
-    :class:`~bda_jax.audit._card.MetricEntry`} ({} with one tier); ``routing`` {metric:
-    :class:`~bda_jax.audit._common.BootstrapCI`}; ``routers`` {router: BootstrapCI of its
+    ``card`` the filled :class:`~bda_jax.audit.AuditCard`; ``per_tier`` {tier: list of
+    :class:`~bda_jax.audit.MetricEntry`} ({} with one tier); ``routing`` {metric:
+    :class:`~bda_jax.audit.BootstrapCI`}; ``routers`` {router: BootstrapCI of its
     expected success}; ``calibration`` the
-    :class:`~bda_jax.audit._calibration.CalibrationReport` (None when not computable);
+    :class:`~bda_jax.audit.CalibrationReport` (None when not computable);
     ``commitment`` and ``sources`` (None without speak records); ``router_gaps`` {router:
     BootstrapCI of the oracle's success minus the router's, paired on the shared resamples};
     ``folds`` [R] the fold of each poll shared by the calibration cross-fit and the learned
     router (None when the log has too few problems to deal); ``selection`` "logged" or
-    "replayed" (:func:`~bda_jax.audit._log.effective_selection`).
+    "replayed" (:func:`~bda_jax.audit.effective_selection`).
     """
 
     card: AuditCard
@@ -133,16 +138,16 @@ class AuditReport(NamedTuple):
             return text
         lines = ["", "## Per tier", "",
                  "Each cell: estimate (numerator / denominator); intervals in the JSON.", "",
-                 "| Tier | " + " | ".join(_md(c) for c in _TIER_COLUMNS) + " |",
+                 "| Tier | " + " | ".join(md_cell(c) for c in _TIER_COLUMNS) + " |",
                  "|---" * (len(_TIER_COLUMNS) + 1) + "|"]
         for tier, rows in self.per_tier.items():
             by_name = {e.name: e for e in rows}
             cells = []
             for c in _TIER_COLUMNS:
                 e = by_name.get(c)
-                cells.append("n/a" if e is None else f"{_fmt_value(e.value)} "
-                             f"({_fmt_count(e.numerator)} / {_fmt_count(e.denominator)})")
-            lines.append(f"| {_md(tier) or '(none)'} | " + " | ".join(cells) + " |")
+                cells.append("n/a" if e is None else f"{fmt_value(e.value)} "
+                             f"({fmt_count(e.numerator)} / {fmt_count(e.denominator)})")
+            lines.append(f"| {md_cell(tier) or '(none)'} | " + " | ".join(cells) + " |")
         return text + "\n" + "\n".join(lines)
 
 
@@ -208,13 +213,13 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
 
     ``seed``, ``n_boot``, ``level``: the problem-cluster bootstrap (and the folds and the
     learned router use ``seed`` too); ``over`` and ``eligible``: the denominators of the
-    success rates and of MCR (:func:`~bda_jax.audit._routing.metric_terms`); ``routers``:
+    success rates and of MCR (:func:`~bda_jax.audit.metric_terms`); ``routers``:
     the counterfactual routers to score; ``n_folds``, ``n_bins``: cross-fitting folds and ECE
     bins; ``score_scale``: the top of the score scale (100 for 0-100 scores); ``rule`` and
     ``precedence``: divergence rule and source precedence
-    (:func:`~bda_jax.audit._commitment.divergence_sources`); ``answer_cluster`` [R]: answer
+    (:func:`~bda_jax.audit.divergence_sources`); ``answer_cluster`` [R]: answer
     clusters for the two vote routers (default: exact normalized answers;
-    :func:`~bda_jax.audit._routing.router_block_success`). ``card_fields``: the card's
+    :func:`~bda_jax.audit.router_block_success`). ``card_fields``: the card's
     descriptive fields (``protocol_name``, ``protocol_version``, ``agent_model``,
     ``agent_pool`` (default: "homogeneous" for one distinct ``agent_model`` given, else
     "heterogeneous"; unset when ``agent_model`` is not given), ``routing_rule``, ``tie_rule``,
@@ -225,7 +230,7 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
 
     Example (a small simulated run):
 
-    >>> from bda_jax.audit._log import simulate_broadcast
+    >>> from bda_jax.audit import simulate_broadcast
     >>> report = audit_broadcast(simulate_broadcast(0, n_problems=30), n_boot=50)
     >>> cra = next(m for m in report.card.metrics if m.name == "CRA")
     >>> cra.value == cra.numerator / cra.denominator, cra.ci_low <= cra.value <= cra.ci_high
@@ -461,3 +466,16 @@ def audit_broadcast(log: BroadcastLog, *, seed: int = 0, n_boot: int = 2000,
                    "probabilities"))
     return AuditReport(card, per_tier, routing, router_ci, calib, commitment, sources, gap_ci,
                        folds, selection)
+
+
+def audit_file(path, *, score_scale: float = 1.0, **kwargs) -> AuditReport:
+    """Read the broadcast log at ``path`` (JSON Lines, docs/audit.md) and audit it: the stated
+    scores must lie in ``[0, score_scale]`` (e.g. 100 for 0-100 scores), the audit reads them
+    on that scale; every other keyword argument (bootstrap, folds, card fields) is passed to
+    :func:`audit_broadcast`. Read errors are :class:`~bda_jax.TraceError` naming the file, line,
+    problem and field.
+    """
+    if not score_scale > 0:
+        raise DataError(f"score scale must be > 0, got {score_scale!r}", field="score_scale")
+    log = read_broadcast_log(path, score_range=(0.0, float(score_scale)))
+    return audit_broadcast(log, score_scale=score_scale, **kwargs)

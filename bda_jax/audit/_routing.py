@@ -1,14 +1,14 @@
 """Routing audit of confidence-routed broadcast deliberation ([Audit] §3 routing axis; Tables 1,
 6, 10 and 15; readings pinned in docs/audit.md).
 
-Everything here is a pure function of a :class:`~bda_jax.audit._log.BroadcastLog`'s poll
+Everything here is a pure function of a :class:`~bda_jax.audit.BroadcastLog`'s poll
 table (R rows, B blocks; see that class for the array shapes) plus optional overrides:
 ``score`` [R] (e.g. permuted or noisy-oracle scores), ``selected`` [R] bool (e.g. a replayed
 router) and ``weights`` [B] (non-negative block multiplicities, as drawn by the cluster bootstrap;
 integer weights act exactly like repeating blocks).
 
 Selection (``selected=None``, the default): the log's
-:func:`~bda_jax.audit._log.effective_selection`. When some poll is selected, the logged
+:func:`~bda_jax.audit.effective_selection`. When some poll is selected, the logged
 flags; a block without a selected poll then leaves every selection-based denominator (CRA,
 HRWP, runtime success, MCR, selected-invalid rate) — :func:`unselected_blocks` counts them.
 When *no* poll of the log is selected (a log written without ``selected`` flags), the selection
@@ -49,17 +49,19 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ._common import (BootstrapCI, Ratio, group_rows, positive_int, ratio,
-                           ratio_bootstrap, tier_stratified_folds)
-from ._log import BroadcastLog, effective_selection, runtime_argmax
+from ._common import group_rows, positive_int
+from ._folds import tier_stratified_folds
+from ._log import BroadcastLog
+from ._router import effective_selection, runtime_argmax
 from .._core.errors import DataError
+from ..metrics import BootstrapCI, Ratio, ratio, ratio_bootstrap
 
 __all__ = [
-    "MCR_ELIGIBLE", "METRICS", "PairCounts", "ROUTERS", "RouterResult", "SanityCheck", "cra",
+    "MCR_ELIGIBLE", "METRICS", "ROUTERS", "RouterResult", "SanityCheck", "ScorePairs", "cra",
     "ctr", "hrwp", "learned_router_probabilities", "mcr", "metric_terms", "noisy_oracle_check",
-    "noisy_oracle_scores", "oracle_success", "pair_counts", "pcca", "per_tier",
-    "permutation_null_pcca", "permute_scores_within_blocks", "router_block_success",
-    "router_counterfactuals", "routing_audit", "runtime_success", "selected_invalid_rate",
+    "noisy_oracle_scores", "oracle_success", "pcca", "per_tier", "permutation_null_pcca",
+    "permute_scores_within_blocks", "router_block_success", "router_counterfactuals",
+    "routing_audit", "runtime_success", "score_pairs", "selected_invalid_rate",
     "unselected_blocks",
 ]
 
@@ -72,7 +74,7 @@ _VOTE_DECIMALS = 9   # confidence-weighted vote sums are compared after rounding
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, weights=None) -> Ratio:
-    """:class:`~bda_jax.audit._common.Ratio` of the sums of per-block terms [B], each block
+    """:class:`~bda_jax.audit.Ratio` of the sums of per-block terms [B], each block
     counted ``weights`` [B] times."""
     if weights is not None:
         num, den = num * weights, den * weights
@@ -164,7 +166,7 @@ def metric_terms(log: BroadcastLog, metric: str, *, score=None, selected=None,
     :func:`ratio_bootstrap` resamples them. ``over`` ("routeable" or "all") sets the
     denominator of ``runtime_success`` and ``oracle_success``; ``eligible`` that of ``mcr``.
 
-    >>> from bda_jax.audit._log import simulate_broadcast
+    >>> from bda_jax.audit import simulate_broadcast
     >>> log = simulate_broadcast(0, n_problems=20)
     >>> num, den = metric_terms(log, "cra")
     >>> num.shape == den.shape == (log.n_blocks,), bool(cra(log).value == num.sum() / den.sum())
@@ -286,8 +288,10 @@ def ctr(log: BroadcastLog, *, score=None, weights=None) -> Ratio:
     return _ratio(*metric_terms(log, "ctr", score=score), _weights(log, weights))
 
 
-class PairCounts(NamedTuple):
-    """Within-block (correct, wrong) pair tallies behind PCCA and CTR."""
+class ScorePairs(NamedTuple):
+    """Within-block (correct, wrong) valid-candidate pairs by how their scores order them: the
+    tallies behind PCCA and CTR ([Audit] Table 6). Not to be confused with
+    :class:`bda_jax.PairCounts`, the sparse (task, worker) layout of crowd counts."""
 
     n_mixed_blocks: int
     n_pairs: int
@@ -296,12 +300,13 @@ class PairCounts(NamedTuple):
     tied: int
 
 
-def pair_counts(log: BroadcastLog, *, score=None) -> PairCounts:
-    """Tally the (correct, wrong) valid-candidate pairs of every block (Table 6's "1,184 blocks
-    / 2,079 pairs")."""
+def score_pairs(log: BroadcastLog, *, score=None) -> ScorePairs:
+    """Tally the (correct, wrong) valid-candidate pairs of every block by score order: correct
+    higher, wrong higher, tied ([Audit] Table 6's "1,184 blocks / 2,079 pairs"); candidates
+    without a stated score form no pair. ``score`` [R] overrides the log's scores."""
     higher, tied, pairs = _pair_terms(log, score)
     n_pairs, n_higher, n_tied = int(pairs.sum()), int(higher.sum()), int(tied.sum())
-    return PairCounts(int((pairs > 0).sum()), n_pairs, n_higher, n_pairs - n_higher - n_tied,
+    return ScorePairs(int((pairs > 0).sum()), n_pairs, n_higher, n_pairs - n_higher - n_tied,
                       n_tied)
 
 
@@ -399,7 +404,7 @@ def _fit_logistic(X: np.ndarray, y: np.ndarray, l2: float, max_iter: int = 100) 
 
 def _folds(log: BroadcastLog, folds, n_folds: int, seed: int) -> tuple[np.ndarray, list]:
     """[R] fold id of each poll and the fold ids: ``folds`` as given, else
-    :func:`~bda_jax.audit._common.tier_stratified_folds` over the log's problems."""
+    :func:`~bda_jax.audit.tier_stratified_folds` over the log's problems."""
     if folds is None:
         f = tier_stratified_folds(log.problem, log.tier, n_folds=n_folds, seed=seed)
     else:
@@ -418,7 +423,7 @@ def learned_router_probabilities(log: BroadcastLog, *, score=None, seed: int = 0
     ``correct`` on the features of :func:`_router_features` (stated score, missing-score flag,
     gap to the block's best valid score, answer-cluster share, plurality flag, agent one-hot),
     cross-fitted: problems are split by
-    :func:`~bda_jax.audit._common.tier_stratified_folds` (tier-stratified, ``n_folds``,
+    :func:`~bda_jax.audit.tier_stratified_folds` (tier-stratified, ``n_folds``,
     ``seed``) — or ``folds`` [R], the fold id of each poll, if given (``audit_broadcast``
     passes the folds its calibration uses) — and each fold is predicted by a model fitted on
     the other folds. Deterministic.
@@ -507,7 +512,7 @@ def router_block_success(log: BroadcastLog, router: str, *, score=None, seed: in
 class RouterResult(NamedTuple):
     """Expected success of one router (Table 1): ``value = numerator / denominator`` with the
     denominator the all-routeable blocks (or all, ``over="all"``), and the oracle's value minus
-    it (fields in :class:`~bda_jax.audit._common.Ratio`'s order, then the gap)."""
+    it (fields in :class:`~bda_jax.audit.Ratio`'s order, then the gap)."""
 
     value: float
     numerator: float
@@ -522,7 +527,7 @@ def router_counterfactuals(log: BroadcastLog, *, routers: Sequence[str] = ROUTER
     """Table 1: expected success and gap to oracle of each router of :func:`router_block_success`
     over all-routeable blocks (``over="all"``: every block). For a CI, pass
     ``router_block_success(...)`` and the denominator terms to
-    :func:`~bda_jax.audit._common.ratio_bootstrap`; for the gap's CI, the per-block
+    :func:`~bda_jax.audit.ratio_bootstrap`; for the gap's CI, the per-block
     difference oracle - router over the same denominator (``audit_broadcast`` does both on
     the shared resamples).
     """
@@ -614,7 +619,7 @@ def routing_audit(log: BroadcastLog, *, metrics: Sequence[str] = METRICS, seed: 
                   eligible: str = "contested",
                   clusters=None) -> dict[str, BootstrapCI]:
     """Table 6: each routing metric with its explicit numerator, denominator and problem-cluster
-    bootstrap CI (:func:`~bda_jax.audit._common.ratio_bootstrap` on :func:`metric_terms`;
+    bootstrap CI (:func:`~bda_jax.audit.ratio_bootstrap` on :func:`metric_terms`;
     every metric uses the same resamples). ``clusters`` [B] overrides ``log.block_cluster``."""
     cl = log.block_cluster if clusters is None else np.asarray(clusters)
     return {m: ratio_bootstrap(*metric_terms(log, m, over=over, eligible=eligible), cl, seed,

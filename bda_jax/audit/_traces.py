@@ -1,14 +1,14 @@
 """Trace-level summaries and adoption rows of a broadcast log: the inputs of the regressions of
 [Audit] (outcome linkage, Tables 4 and 18; adoption logit, Table 12).
 
-**Trace.** Seed 000 counts "4,181 gpt-oss-120b olympiad-math traces" over "the same 4,181
+**Trace.** [Audit] counts "4,181 gpt-oss-120b olympiad-math traces" over "the same 4,181
 problems" (abstract; Tables 4 and 20: n = 4,181 in the outcome linkage): a trace is one
 broadcast run on one problem — all its outer rounds and turns. :func:`trace_summaries` makes one
 row per problem, in order of first appearance.
 
 **Trace summaries** (each [T]; block rates over the trace's *selected* blocks — every block
 of a log whose selection is logged or replayed in full, see
-:func:`~bda_jax.audit._log.effective_selection` — so that slack = pool-solvable −
+:func:`~bda_jax.audit.effective_selection` — so that slack = pool-solvable −
 selected-correct holds within the trace):
 
 =========================  =================================================================
@@ -39,7 +39,7 @@ of difficulty (as the paper's 01-10 are).
 
 **Adoption rows** (:func:`adoption_rows`, Table 12): one row per (divergent speak event,
 visible candidate). A divergent speak event is a valid (poll, spoken) pair that diverges under
-``rule`` (as in :func:`~bda_jax.audit._commitment.commitment_metrics`). Its visible
+``rule`` (as in :func:`~bda_jax.audit.commitment_metrics`). Its visible
 candidates are each entry of its ``earlier_public`` list (the public answers before the event)
 and, when the record names one, the system incumbent as one more candidate:
 
@@ -79,7 +79,8 @@ import numpy as np
 
 from ._commitment import commitment_terms
 from ._common import group_rows
-from ._log import BroadcastLog, effective_selection
+from ._log import BroadcastLog
+from ._router import effective_selection
 from .._core.errors import DataError
 
 __all__ = ["ADOPTION_COVARIATES", "AdoptionRows", "TRACE_PREDICTORS", "TraceSummaries",
@@ -96,7 +97,7 @@ ADOPTION_COVARIATES = ("role=own", "role=incumbent", "lag", "source_confidence",
 
 
 def commitment_inputs(log: BroadcastLog) -> dict:
-    """The arrays of :mod:`~bda_jax.audit._commitment` ([E], one per speak record) read off
+    """The arrays of the commitment functions ([E], one per speak record) read off
     the log: poll answer and correctness = the speaker's poll row in that block; spoken answer
     and correctness from the record; own earlier answers = ``earlier_public`` entries authored
     by the speaker, peer earlier answers = all other entries (unknown authors included);
@@ -156,7 +157,7 @@ class TraceSummaries(NamedTuple):
         return ok
 
     def predictors(self, names=TRACE_PREDICTORS, rows=None) -> dict:
-        """{name: [n] float column} for :func:`~bda_jax.audit._commitment.outcome_linkage`,
+        """{name: [n] float column} for :func:`~bda_jax.audit.outcome_linkage`,
         on ``rows`` (a [T] bool mask or indices; default all traces)."""
         unknown = [n for n in names if n not in TRACE_PREDICTORS]
         if unknown:
@@ -184,7 +185,7 @@ def trace_summaries(log: BroadcastLog, *, rule: str = "residual") -> TraceSummar
     pool-solvable 1/2, selected-correct 1/2, slack 0, selected-invalid 1/2, mean selected
     confidence .7.
 
-    >>> from bda_jax.audit._log import from_records
+    >>> from bda_jax.audit import from_records
     >>> P = lambda t, a, s, c, ok, sel: {"kind": "poll", "problem": "q", "outer_round": 0,
     ...     "turn": t, "agent": a, "score": s, "candidate": c, "correct": ok, "selected": sel}
     >>> ts = trace_summaries(from_records([P(0, "a", .9, "4", True, True),
@@ -277,7 +278,7 @@ class AdoptionRows(NamedTuple):
 
     def covariates(self, rows=None) -> dict:
         """{name: [n] float column} of :data:`ADOPTION_COVARIATES` for
-        :func:`~bda_jax.audit._commitment.adoption_logit` (role dummies with peer as the
+        :func:`~bda_jax.audit.adoption_logit` (role dummies with peer as the
         reference), on ``rows`` (default: all)."""
         pick = slice(None) if rows is None else rows
         cols = {"role=own": self.role == "own", "role=incumbent": self.role == "incumbent",

@@ -1,4 +1,4 @@
-"""``bda audit``: the Trace-Audit Card of a broadcast log."""
+"""``bda audit``: the Trace-Audit Card of a broadcast log (``bda_jax.audit.audit_file``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
+from .. import DataError
 from ._app import (
     _check_out,
-    _data_error,
     _emit_json,
     _handled,
     _json_option,
@@ -36,18 +36,16 @@ def audit(
 ) -> None:
     """Routing / calibration / commitment audit of a broadcast log; prints the card."""
     _check_out(card, "--card")
-    from ..audit import audit_broadcast, read_broadcast_log
-
     if card is not None and card.suffix.lower() not in (".json", ".md"):
-        raise _data_error(f"the card path must end in .json or .md, got {card.name!r}",
-                          "--card")
+        raise DataError(f"the card path must end in .json or .md, got {card.name!r}",
+                        field="--card")
     if not score_scale > 0:
-        raise _data_error("score scale must be > 0", "--score-scale")
-    blog = read_broadcast_log(log, score_range=(0.0, score_scale))
+        raise DataError("score scale must be > 0", field="--score-scale")
+    from ..audit import audit_file
+
     fields = {} if protocol_name is None else {"protocol_name": protocol_name}
     with _progress(progress and not json_out, "auditing"):
-        report = audit_broadcast(blog, seed=seed, n_boot=n_boot, score_scale=score_scale,
-                                 **fields)
+        report = audit_file(log, score_scale=score_scale, seed=seed, n_boot=n_boot, **fields)
     if card is not None:
         report.card.write(card)
     if json_out:
@@ -57,6 +55,3 @@ def audit(
     typer.echo(report.to_markdown())
     if card is not None:
         typer.echo(f"card written to {card}")
-
-
-# ============================================================================ convert

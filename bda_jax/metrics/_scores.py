@@ -1,4 +1,6 @@
-"""Calibration and accuracy metrics, and the paired bootstrap ([BDA] Appendix B Eq. 5, D.1, D.2).
+"""Calibration and accuracy metrics ([BDA] Appendix B Eq. 5, D.1): accuracy, ECE, Brier, NLL,
+AUROC, reliability bins and the summary row. Their bootstrap (``paired_bootstrap``, [BDA]
+Appendix D.2) is in :mod:`bda_jax.metrics` too; it resamples through the ``weights`` below.
 
 Two levels of input:
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,12 +31,11 @@ import numpy as np
 
 from .._core.decisions import argmax_random_ties
 from .._core.errors import DataError
+from .._core.scoring import brier_mc_per_task
 
 __all__ = [
-    "NLL_EPS", "BootstrapResult", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc",
-    "brier_mc_per_task",
-    "brier_top", "correctness", "ece", "nll", "paired_bootstrap", "paired_bootstrap_stat",
-    "reliability_bins", "summary",
+    "NLL_EPS", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc", "brier_top",
+    "correctness", "default_float", "ece", "nll", "reliability_bins", "summary",
 ]
 
 NLL_EPS = 1e-12
@@ -45,14 +46,15 @@ _DEFAULT_BINS = {"width": 10, "mass": 15}          # the paper's ECE_ew and ECE_
 
 # --------------------------------------------------------------------------- helpers
 
-def _float():
-    """JAX's default float: float64 in x64 mode, else float32."""
+def default_float():
+    """JAX's default float dtype, the dtype every metric and bootstrap computes in: float64 in
+    x64 mode, else float32."""
     return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
 
 
 def _as_float(x):
     x = jnp.asarray(x)
-    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(_float())
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(default_float())
 
 
 def _weights(x, weights):
@@ -285,13 +287,6 @@ def auroc(confidence, correct, weights=None) -> jax.Array:
 
 # --------------------------------------------------------------------------- probability-level
 
-def brier_mc_per_task(proba, gold, mask) -> jax.Array:
-    """[T] sum over valid slots of (p_g - 1{g = gold})^2; gold -1 (unlabeled, or not a
-    candidate) gives an all-zero one-hot. Finite everywhere, so weights can zero tasks out."""
-    onehot = jnp.arange(proba.shape[-1])[None, :] == gold[:, None]
-    return jnp.sum(jnp.where(mask, (proba - onehot) ** 2, 0.0), axis=-1)
-
-
 @partial(jax.jit, static_argnames=("reduce",))
 def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.Array:
     """Multiclass Brier score (Brier 1950): sum over valid slots of (p_g - 1{g = gold})^2.
@@ -375,187 +370,3 @@ def summary(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -
             v = float(v)
             res[k] = v if math.isfinite(v) else None
     return res
-
-
-# --------------------------------------------------------------------------- paired bootstrap
-
-class BootstrapResult(NamedTuple):
-    """Paired bootstrap of arm a against arm b (plain Python numbers; ``._asdict()`` is JSON).
-
-    ``delta`` = statistic(a) - statistic(b) on the full data; ``ci_low``, ``ci_high`` the
-    percentile interval of the resampled deltas; ``p_win`` the fraction of resamples in which a is
-    strictly better than b; ``n_resamples`` the resamples used (those with a defined statistic);
-    ``n_units`` the number of resampled units (tasks, or clusters).
-    """
-
-    delta: float
-    ci_low: float
-    ci_high: float
-    p_win: float
-    n_resamples: int
-    n_units: int
-
-
-def _units(clusters, T):
-    if clusters is None:
-        return np.arange(T), T
-    cl = np.asarray(clusters)
-    if cl.shape != (T,):
-        raise DataError(f"clusters must be [T] = [{T}], got shape {cl.shape}", field="clusters")
-    _, inv = np.unique(cl, return_inverse=True)
-    return inv.reshape(T).astype(np.int32), int(inv.max()) + 1
-
-
-def _finish(deltas, delta, higher_is_better, level, n_units) -> BootstrapResult:
-    deltas = np.asarray(deltas, np.float64)
-    deltas = deltas[np.isfinite(deltas)]
-    if deltas.size == 0:
-        return BootstrapResult(float(delta), math.nan, math.nan, math.nan, 0, n_units)
-    lo, hi = np.quantile(deltas, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    win = deltas > 0 if higher_is_better else deltas < 0
-    return BootstrapResult(float(delta), float(lo), float(hi), float(win.mean()), int(deltas.size),
-                           n_units)
-
-
-def _check_common(key, n_resamples, level):
-    if isinstance(key, (int, np.integer)):
-        raise DataError("key must be a JAX PRNG key, e.g. jax.random.key(0), not an int",
-                        field="key")
-    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise DataError(f"n_resamples must be a positive integer, got {n_resamples!r}",
-                        field="n_resamples")
-    if not 0.0 < level < 1.0:
-        raise DataError(f"level must lie in (0, 1), got {level!r}", field="level")
-
-
-def _map_resamples(one, key, n_resamples, batch_size):
-    """[n_resamples] results of ``one(k_r)``, k_r = split(key, n_resamples)[r], vmapped in
-    batches of ``batch_size`` under ``lax.map`` (the last batch padded with repeated keys whose
-    results are dropped), so the values never depend on the batch size."""
-    keys = jax.random.split(key, n_resamples)
-    if batch_size >= n_resamples:
-        return jax.vmap(one)(keys)
-    n_batches = -(-n_resamples // batch_size)
-    pad = n_batches * batch_size - n_resamples
-    if pad:
-        keys = jnp.concatenate([keys, keys[:pad]])
-    out = jax.lax.map(jax.vmap(one), keys.reshape(n_batches, batch_size))
-    return out.reshape(-1)[:n_resamples]
-
-
-def _draw_units(k, n_units):
-    """n_units uniform draws from [0, n_units): 32 random bits modulo n_units (the modulo bias,
-    at most n_units / 2**32 relative, is negligible; cheaper to compile than ``randint``)."""
-    bits = jax.random.bits(k, (n_units,), jnp.uint32)
-    return (bits % jnp.uint32(n_units)).astype(jnp.int32)
-
-
-@partial(jax.jit, static_argnames=("n_resamples", "batch_size"))
-def _boot_ratio(key, unit_sum, unit_size, n_resamples, batch_size):
-    def one(k):
-        idx = _draw_units(k, unit_sum.shape[0])
-        return jnp.sum(unit_sum[idx]) / jnp.sum(unit_size[idx])
-
-    return _map_resamples(one, key, n_resamples, batch_size)
-
-
-@partial(jax.jit, static_argnames=("stat_fn", "n_units", "n_resamples", "batch_size"))
-def _boot_stat(key, stat_fn, data_a, data_b, unit, n_units, n_resamples, batch_size):
-    def one(k):
-        counts = jnp.bincount(_draw_units(k, n_units), length=n_units)
-        w = counts.astype(_float())[unit]
-        return stat_fn(data_a, w) - stat_fn(data_b, w)
-
-    return _map_resamples(one, key, n_resamples, batch_size)
-
-
-def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None, *,
-                     higher_is_better=True, level=0.95, batch_size=None) -> BootstrapResult:
-    """Paired bootstrap of a per-task mean ([BDA] §5 and Appendix D.2: 10,000 resamples).
-
-    ``metric_a``, ``metric_b`` [T]: per-task contributions of two arms on the same tasks (e.g.
-    ``correct``, or ``(confidence - correct)**2``, or ``brier_mc(..., reduce=False)``); pass only
-    labeled tasks (values must be finite). Each resample draws T tasks with replacement — or, with
-    ``clusters`` [T] (any labels), as many whole clusters as there are, with replacement (the
-    cluster bootstrap: tasks of a cluster stay together; the resample's delta is the mean over its
-    tasks) — and recomputes mean_a - mean_b. ``delta`` is mean_a - mean_b on the full data, the CI
-    the ``level`` percentile interval (``numpy.quantile``, linear interpolation) of the resampled
-    deltas, and ``p_win`` the fraction of resamples in which a is strictly better: mean_a > mean_b
-    when ``higher_is_better`` (scores such as correctness), mean_a < mean_b when
-    ``higher_is_better=False`` (losses: squared errors, NLL). ``delta`` keeps its sign either way.
-
-    Deterministic given ``key``: resample r uses ``jax.random.split(key, n_resamples)[r]``
-    whatever ``batch_size`` (resamples evaluated at once; default: about 4M drawn indices per
-    batch, so memory stays flat in T).
-
-    >>> r = paired_bootstrap(jax.random.key(0), [1, 1, 1, 0], [0, 1, 0, 0], n_resamples=200)
-    >>> r.delta, r.p_win > 0.8
-    (0.5, True)
-    """
-    _check_common(key, n_resamples, level)
-    a = np.asarray(metric_a, np.float64)
-    b = np.asarray(metric_b, np.float64)
-    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise DataError(f"metric_a {a.shape} and metric_b {b.shape} must be the same non-empty [T]",
-                        field="metric_b")
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise DataError("per-task metrics must be finite (drop unlabeled tasks first)",
-                        field="metric_a" if not np.isfinite(a).all() else "metric_b")
-    T = a.size
-    unit, G = _units(clusters, T)
-    d = a - b
-    unit_sum = np.bincount(unit, weights=d, minlength=G)
-    unit_size = np.bincount(unit, minlength=G).astype(np.float64)
-    bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 22) // G))
-    ft = _float()
-    deltas = _boot_ratio(key, jnp.asarray(unit_sum, ft), jnp.asarray(unit_size, ft),
-                         int(n_resamples), bs)
-    return _finish(deltas, d.mean(), higher_is_better, level, G)
-
-
-def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], data_a, data_b,
-                          n_resamples=10_000, clusters=None, *, higher_is_better=True, level=0.95,
-                          batch_size=None) -> BootstrapResult:
-    """Paired bootstrap of any weighted statistic, e.g. ECE ([BDA] §5, Appendix D.2).
-
-    ``stat_fn(data, weights) -> scalar``: ``data`` a pytree of arrays with a leading task axis T
-    (``data_a`` and ``data_b``: the two arms on the same tasks), ``weights`` [T] float
-    multiplicities (how often each task was drawn). The metrics of this module take ``weights``,
-    so e.g. ``lambda d, w: ece(d[0], d[1], binning="mass", weights=w * d[2])`` with
-    ``d = (confidence, correct, labeled)``. Resampling, ``clusters``, ``delta`` (stat_a - stat_b),
-    CI, ``p_win`` and determinism as in :func:`paired_bootstrap`, whose draws it shares: with
-    ``stat_fn`` a weighted mean both return the same resampled deltas. Resamples are vmapped in
-    batches under ``jax.lax.map``; resamples where a statistic is NaN are dropped (counted out of
-    ``n_resamples``). For ECE pass ``higher_is_better=False``. ``stat_fn`` is a static argument
-    of the compiled bootstrap: reuse one function object across calls (e.g. one per metric, not a
-    fresh lambda per arm) and same-shaped calls reuse the compilation.
-
-    >>> stat = lambda d, w: ece(d[0], d[1], weights=w)
-    >>> a = (jnp.array([0.9, 0.9, 0.1, 0.1]), jnp.array([1, 1, 0, 0]))
-    >>> b = (jnp.array([0.9, 0.9, 0.9, 0.9]), jnp.array([1, 0, 1, 0]))
-    >>> r = paired_bootstrap_stat(jax.random.key(0), stat, a, b, n_resamples=100,
-    ...                           higher_is_better=False)
-    >>> round(r.delta, 4), r.p_win > 0.9
-    (-0.3, True)
-    """
-    _check_common(key, n_resamples, level)
-    leaves = jax.tree_util.tree_leaves(data_a) + jax.tree_util.tree_leaves(data_b)
-    if not leaves:
-        raise DataError("data_a and data_b must hold arrays", field="data_a")
-    T = int(np.shape(leaves[0])[0]) if np.ndim(leaves[0]) else 0
-    if T == 0 or any(np.ndim(x) == 0 or np.shape(x)[0] != T for x in leaves):
-        raise DataError("every array of data_a and data_b needs the same non-empty leading "
-                        "task axis T", field="data_b")
-    unit, G = _units(clusters, T)
-    data_a = jax.tree_util.tree_map(jnp.asarray, data_a)
-    data_b = jax.tree_util.tree_map(jnp.asarray, data_b)
-    delta = float(_full_stat_delta(stat_fn, data_a, data_b, T))
-    bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 20) // max(T, G)))
-    deltas = _boot_stat(key, stat_fn, data_a, data_b, jnp.asarray(unit), G, int(n_resamples), bs)
-    return _finish(deltas, delta, higher_is_better, level, G)
-
-
-@partial(jax.jit, static_argnames=("stat_fn", "T"))
-def _full_stat_delta(stat_fn, data_a, data_b, T):
-    ones = jnp.ones(T, _float())
-    return stat_fn(data_a, ones) - stat_fn(data_b, ones)
