@@ -8,19 +8,19 @@ import typer
 
 from .. import DataError
 from ._app import (
-    _check_out,
-    _emit_json,
-    _handled,
-    _json_option,
-    _progress,
-    _progress_option,
-    _seed_option,
     app,
+    check_out_path,
+    emit_json,
+    handled,
+    json_option,
+    progress_bar,
+    progress_option,
+    seed_option,
 )
 
 
 @app.command()
-@_handled
+@handled
 def audit(
     log: Path = typer.Argument(..., help="Broadcast log (JSON Lines, docs/audit.md)."),
     card: Optional[Path] = typer.Option(None, "--card", help="Write the Trace-Audit Card here "
@@ -30,12 +30,12 @@ def audit(
                                       help="Top of the confidence scale (100 for 0-100)."),
     protocol_name: Optional[str] = typer.Option(None, "--protocol-name",
                                                 help="Card field protocol_name."),
-    seed: int = _seed_option("Seed of the bootstrap, folds and learned router."),
-    progress: bool = _progress_option(),
-    json_out: bool = _json_option(),
+    seed: int = seed_option("Seed of the bootstrap, folds and learned router."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
 ) -> None:
     """Routing / calibration / commitment audit of a broadcast log; prints the card."""
-    _check_out(card, "--card")
+    check_out_path(card, "--card")
     if card is not None and card.suffix.lower() not in (".json", ".md"):
         raise DataError(f"the card path must end in .json or .md, got {card.name!r}",
                         field="--card")
@@ -44,12 +44,12 @@ def audit(
     from ..audit import audit_file
 
     fields = {} if protocol_name is None else {"protocol_name": protocol_name}
-    with _progress(progress and not json_out, "auditing"):
+    with progress_bar(progress and not json_out, "auditing"):
         report = audit_file(log, score_scale=score_scale, seed=seed, n_boot=n_boot, **fields)
     if card is not None:
         report.card.write(card)
     if json_out:
-        _emit_json({"command": "audit", "log": str(log),
+        emit_json({"command": "audit", "log": str(log),
                     "card_path": None if card is None else str(card), **report.to_dict()})
         return
     typer.echo(report.to_markdown())
