@@ -4,25 +4,25 @@
 Scores (``_scores``): ``accuracy``, ``ece``, ``brier_top``, ``brier_mc`` (per task:
 ``brier_mc_per_task``, from ``_core.scoring``, which model selection minimizes), ``nll``
 (``NLL_EPS``), ``auroc``, ``reliability_bins`` (``ReliabilityBins``), ``correctness``
-(``Scored``), ``summary``, ``default_float``.
-Rates (``_ratio``): ``Ratio``, ``ratio``, ``plain_number``.
+(``Scored``), ``summary``.
+Rates (``_ratio``): ``Ratio``, ``ratio``.
 Bootstrap (``_bootstrap``): ``paired_bootstrap``, ``paired_bootstrap_stat`` (``BootstrapResult``;
 JAX keys) and ``cluster_bootstrap``, ``cluster_bootstrap_batched``, ``ratio_bootstrap``
 (``BootstrapCI``; integer seeds).
 """
 from ._bootstrap import (BootstrapCI, BootstrapResult, cluster_bootstrap, cluster_bootstrap_batched,
                          paired_bootstrap, paired_bootstrap_stat, ratio_bootstrap)
-from ._ratio import Ratio, plain_number, ratio
+from ._ratio import Ratio, ratio
 from ._scores import (NLL_EPS, ReliabilityBins, Scored, accuracy, auroc, brier_mc, brier_top,
-                      correctness, default_float, ece, nll, reliability_bins, summary)
+                      correctness, ece, nll, reliability_bins, summary)
 from .._core.scoring import brier_mc_per_task
 
 __all__ = [
     # scores
     "NLL_EPS", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc", "brier_mc_per_task",
-    "brier_top", "correctness", "default_float", "ece", "nll", "reliability_bins", "summary",
+    "brier_top", "correctness", "ece", "nll", "reliability_bins", "summary",
     # rates
-    "Ratio", "plain_number", "ratio",
+    "Ratio", "ratio",
     # bootstrap
     "BootstrapCI", "BootstrapResult", "cluster_bootstrap", "cluster_bootstrap_batched",
     "paired_bootstrap", "paired_bootstrap_stat", "ratio_bootstrap",
