@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import bda_jax as bda
-from bda_jax.datasets import _crowd as cd
-from reference import SHARED_DATA
+from bda_jax import datasets as cd
+from reference import REPO, SHARED_DATA
 
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
                                   reason=f"shared data folder {SHARED_DATA} is absent")
@@ -121,7 +121,7 @@ def test_source_details_hold():
 
 @needs_shared
 def test_bundled_copies_are_faithful():
-    bundled = cd._BUNDLED
+    bundled = REPO / "bda_jax" / "data"
     for path in sorted((SHARED_DATA / "active_crowd_toolkit").glob("*.csv")):
         packed = gzip.decompress((bundled / "active_crowd_toolkit" / (path.name + ".gz"))
                                  .read_bytes())

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from bda_jax.stopping._baselines import (benjamini_hochberg, cost_summary, load_vote_log,
-                                         mcnemar_exact, pairwise_mcnemar, sc_k_winners)
-from tests.reference import SHARED_DATA
+from bda_jax.datasets import load_dase_vote_log
+from bda_jax.stopping import (benjamini_hochberg, cost_summary, mcnemar_exact, pairwise_mcnemar,
+                              sc_k_winners)
+from reference import SHARED_DATA
 
 DASE = SHARED_DATA / "dase_council_traces"
 
@@ -70,7 +71,7 @@ def test_cost_accounting_sums(tmp_path: Path):
              "votes": ["empty", ""], "cost": 0.5, "pool_inferences": 5}]
     path = tmp_path / "safe_IMSC70_Benchmark_GPQA_Logs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    log = load_vote_log(path)
+    log = load_dase_vote_log(path)
     assert log.benchmark == "gpqa" and log.winner == ["A", None]
     assert log.votes[1] == [None, None]
     s = cost_summary(log.cost, None, 2 + log.pool_inferences)
@@ -82,6 +83,6 @@ def test_cost_accounting_sums(tmp_path: Path):
 
 @pytest.mark.skipif(not DASE.is_dir(), reason=f"DASE logs not found at {DASE}")
 def test_sc70_slice_reproduces_logged_winners():
-    log = load_vote_log(DASE / "safe_SC70_Benchmark__qwll_Logs.jsonl")
+    log = load_dase_vote_log(DASE / "safe_SC70_Benchmark__qwll_Logs.jsonl")
     _, ans = sc_k_winners(log.votes, [70])
     assert ans[0] == log.winner

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.datasets import _llm as ld
+from bda_jax import datasets as ld
+from bda_jax.stopping import load_history_batch
 from reference import REPO, SHARED_DATA
 
 HERE = Path(__file__).resolve().parent / "data" / "llm"
@@ -351,11 +352,30 @@ GOOD = json.dumps({"idx": 1, "category": "GPQA (Physics)", "cert": {"consensus":
 ])
 def test_dase_history_errors_name_file_line_task_field(tmp_path, record, line, field, match):
     path = _write(tmp_path, "safe_DASE_Bellman_History_GPQA_4_x.jsonl", [GOOD, record])
-    with pytest.raises(bda.DataError, match=match) as err:
-        ld.load_dase_history(path)
-    assert err.value.file == str(path) and err.value.line == line and err.value.field == field
-    if field not in (None, "idx"):
-        assert err.value.task_id == 2
+    # one reader validates the format for the traces and for the stopping replay
+    for load in (ld.load_dase_history, lambda p: list(ld.read_dase_history(p)),
+                 load_history_batch):
+        with pytest.raises(bda.DataError, match=match) as err:
+            load(path)
+        assert err.value.file == str(path) and err.value.line == line
+        assert err.value.field == field
+        if field not in (None, "idx"):
+            assert err.value.task_id == 2
+
+
+def test_read_dase_history_records(tmp_path):
+    second = json.dumps({"idx": "4", "history": [{"norms": ["B"] * 5}, {"norms": ["x"] * 5}]})
+    path = _write(tmp_path, "safe_DASE_Bellman_History_4_x.jsonl", [GOOD, "", second])
+    first, other = ld.read_dase_history(path)
+    assert (first.line, first.idx, first.benchmark, first.cert["consensus"]) == (1, 1, "gpqa",
+                                                                                 "A")
+    assert first.rounds == (("A", "B", "A", "empty", "C"),)
+    assert (other.line, other.idx, other.benchmark, other.cert) == (3, 4, "gpqa", {})
+    assert other.rounds == (("B",) * 5, ("x",) * 5) and other.record["idx"] == "4"
+    assert [r.benchmark for r in ld.read_dase_history(path, benchmark="aime")] == ["aime"] * 2
+    empty = _write(tmp_path, "safe_DASE_Bellman_History_4_y.jsonl", [""])
+    with pytest.raises(bda.DataError, match="holds no record"):
+        list(ld.read_dase_history(empty))
 
 
 def test_dase_flag_errors(tmp_path):

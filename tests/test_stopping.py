@@ -11,11 +11,13 @@ import pytest
 from scipy.special import betainc as sp_betainc
 
 from bda_jax import DataError
-from bda_jax.stopping import _rules as impl
-from bda_jax.stopping import (COMMITS, Stopper, accuracy_coverage, commit_partition,
-                              encode_answers, evidence_score, file_settings, heuristic_rule,
-                              replay_history, resimulate, round_plurality, routing_gap,
-                              spatial_rule)
+from bda_jax.datasets import dase_file_settings
+from bda_jax.stopping import _rules as impl  # private: the trace counter of the compiled grids
+from bda_jax.stopping import (COMMITS, ArenaParams, HeuristicParams, RuleState, Stopper,
+                              accuracy_coverage, commit_partition, encode_answers,
+                              evidence_score, heuristic_rule, heuristic_step, init_rule_state,
+                              replay_history, replay_summary, resimulate, round_plurality,
+                              routing_gap, spatial_rule, spatial_step)
 from reference import REPO, SHARED_DATA
 
 DASE = SHARED_DATA / "dase_council_traces"
@@ -244,17 +246,17 @@ def test_stopper_matches_batch(rng):
 
 
 def test_file_settings_from_names():
-    assert file_settings("safe_DASE_Bellman_History_GPQA_4_alpha0_2.jsonl")["W"] == 4
-    assert file_settings("safe_DASE_Bellman_History_NP_qwen_8_L15_alpha0_2.jsonl")["W"] == 8
-    assert file_settings("safe_DASE_DDM_History_k4_nopromptinj.jsonl") == {
+    assert dase_file_settings("safe_DASE_Bellman_History_GPQA_4_alpha0_2.jsonl")["W"] == 4
+    assert dase_file_settings("safe_DASE_Bellman_History_NP_qwen_8_L15_alpha0_2.jsonl")["W"] == 8
+    assert dase_file_settings("safe_DASE_DDM_History_k4_nopromptinj.jsonl") == {
         "rule": "heuristic", "W": None, "k": 4, "L": None}
-    assert file_settings("safe_DASE_DDM_History_GPQA_qwll_k4_L15.jsonl")["L"] == 15
+    assert dase_file_settings("safe_DASE_DDM_History_GPQA_qwll_k4_L15.jsonl")["L"] == 15
 
 
 # ----------------------------------------------------------------------------- log replay
 def check_replay(path):
     """Compare a replay (empty_g = 0.5) with every logged round; return (rounds, misses)."""
-    settings = file_settings(path)
+    settings = dase_file_settings(path)
     records = replay_history(path, empty_g=0.5)
     logged = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert [r.idx for r in records] == [rec["idx"] for rec in logged]
@@ -342,3 +344,55 @@ def test_resimulation_smaller_arena_from_w8():
         assert all(s.steps <= r.steps for s, r in zip(sims[W], recorded))
     with pytest.raises(DataError, match="exceeds the recorded"):
         resimulate(DASE / "safe_DASE_Bellman_History_4_alpha0_2.jsonl", [8])
+
+
+# ----------------------------------------------------------------------------- functional layer
+def test_step_functions_scanned_by_hand_match_the_batched_rules(rng):
+    """The public per-round steps, scanned over one problem, are what the batched rules run."""
+    problems = random_problems(rng, 6, ragged=False)
+    enc = encode_answers(problems)
+    R, n = enc.ids.shape[1:]
+    active = jnp.ones(R, bool)
+    last = jnp.arange(R) == R - 1
+    cases = [(spatial_step, ArenaParams(jnp.int32(3), jnp.float32(0.5), jnp.float32(0.2),
+                                        jnp.float32(0.01)), spatial_rule(enc.ids, enc.mask, 3,
+                                                                         empty_g=0.5)),
+             (heuristic_step, HeuristicParams(jnp.int32(2)), heuristic_rule(enc.ids, enc.mask, 2))]
+    for step, params, batched in cases:
+        for b in range(len(problems)):
+            state, (g, x, winner) = jax.lax.scan(
+                lambda s, xs, step=step, params=params: step(params, s, *xs),
+                init_rule_state(R * n), (enc.ids[b], active, last))
+            assert isinstance(state, RuleState)
+            assert (int(state.commit), int(state.answer), int(state.t)) == (
+                int(batched.commit[b]), int(batched.answer[b]), int(batched.steps[b]))
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(batched.x[b]))
+
+
+def test_replay_summary_of_a_bundled_excerpt(tmp_path):
+    path = BUNDLED / "safe_DASE_Bellman_History_GPQA_4_alpha0_2.head50.jsonl"
+    s = replay_summary(path, empty_g=0.5, n_boot=50)
+    assert [(row["commit"], row["n"]) for row in s.partition] == [
+        ("right_wall", 38), ("left_wall", 10), ("fallback", 2), ("overall", 50)]
+    assert s.settings == {"rule": "spatial", "W": 4, "k": None, "L": None, "empty_g": 0.5}
+    assert s.n_problems == len(s.problems) == 50 and s.notes == [] and s.n_gold > 0
+    assert all("accuracy" in row for row in s.partition)
+    assert s.routing_gap["n_boot"] <= 50
+    known = [p for p in s.problems if p["correct"] is not None]
+    assert len(known) <= s.n_gold and all(isinstance(p["correct"], bool) for p in known)
+    assert list(s.to_json()) == ["file", "benchmark", "settings", "n_problems", "n_gold",
+                                 "partition", "routing_gap", "problems", "notes"]
+    # no gold: no accuracy, no gap; a mapping is used as given
+    bare = replay_summary(path, empty_g=0.5, gold=False)
+    assert bare.n_gold is None and bare.routing_gap is None
+    assert all("accuracy" not in row for row in bare.partition)
+    assert {p["correct"] for p in bare.problems} == {None}
+    one = replay_summary(path, empty_g=0.5, gold={1: "C"}, n_boot=20)
+    assert one.n_gold == 1 and [p["correct"] for p in one.problems if p["idx"] == 1] == [True]
+    # an unreadable sibling file: gold from the file alone, with a note
+    (tmp_path / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "broken.jsonl").write_text("not json\n")
+    alone = replay_summary(tmp_path / path.name, empty_g=0.5, n_boot=20)
+    assert alone.notes[0].startswith("gold from the file alone") and alone.n_gold > 0
+    with pytest.raises(DataError):
+        replay_summary(tmp_path / path.name, gold=tmp_path / "broken.jsonl")

@@ -467,9 +467,10 @@ def load_zheng(path_or_dir, name: str | None = None, *, truth=None, duplicates: 
     answer file itself (gold from ``truth=``, a path, if given). ``answer.csv`` has a header
     (``question``, ``id``, ``item`` or ``task``; ``worker``; ``answer`` or ``label``) and one row
     per label; ``truth.csv`` a header (``question`` or ``q`` ...; ``truth``) and one row per gold
-    task; in a folder, ``truth=`` replaces ``truth.csv``. Ids are free strings; labels must be integers (Zheng's class indices 0..K-1). ``name``
-    defaults to the folder's name. Options: module docstring. Numeric sets such as
-    ``f201_Emotion`` exceed ``max_classes`` and are refused.
+    task; in a folder, ``truth=`` replaces ``truth.csv``. Ids are free strings; labels must be
+    integers (Zheng's class indices 0..K-1). ``name`` defaults to the folder's name. Options:
+    module docstring. Numeric sets such as ``f201_Emotion`` exceed ``max_classes`` and are
+    refused.
     """
     path = Path(path_or_dir)
     if path.is_dir():

@@ -1,6 +1,7 @@
-"""DASE baselines and comparisons ([DASE] §4-§5, Appendix F): the SC70 / IMSC70 vote logs,
-self-consistency sliced to k samples, accuracy-versus-inferences curves, paired McNemar tests
-with Benjamini-Hochberg correction, and cost accounting from the logged fields.
+"""DASE baselines and comparisons ([DASE] §4-§5, Appendix F): self-consistency of the SC70 /
+IMSC70 vote logs (read by :func:`bda_jax.datasets.load_dase_vote_log`) sliced to k samples,
+accuracy-versus-inferences curves, paired McNemar tests with Benjamini-Hochberg correction, and
+cost accounting from the logged fields.
 
 The baseline logs (``safe_SC70_*_Logs.jsonl``, ``safe_IMSC70_*_Logs.jsonl``) hold, per problem,
 70 sampled answers (``votes``) in the order they were drawn, the logged ``winner`` and its 0/1
@@ -13,8 +14,6 @@ non-empty vote logs ``"no_consensus"`` (here: answer ``None``).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -22,76 +21,14 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .._core.errors import DataError
-from ..datasets._llm import normalize_dase_answer
+from ..datasets import DaseVoteLog, normalize_dase_answer, read_dase_history
 
-EMPTY = ("empty", "")
-
-
-@dataclass
-class VoteLog:
-    """One SC70 / IMSC70 log: ``idx`` [B] problem ids, ``votes`` B lists of 70 raw answers
-    (``None`` = empty), logged ``winner`` [B] (``None`` for no consensus) and ``acc`` [B] flags,
-    ``cost`` [B] dollars, ``pool_inferences`` [B] (IMSC's 5 seeding calls; 0 for SC),
-    ``benchmark`` (``"aime"``/``"gpqa"``)."""
-
-    name: str
-    benchmark: str
-    idx: np.ndarray
-    votes: list
-    winner: list
-    acc: np.ndarray
-    cost: np.ndarray
-    pool_inferences: np.ndarray
-    extra: dict = field(default_factory=dict)
+__all__ = ["accuracy_both", "align", "benjamini_hochberg", "correctness", "cost_summary",
+           "dase_history_outcomes", "mcnemar_exact", "pairwise_mcnemar",
+           "sc_curve", "sc_k_winners"]
 
 
-def load_vote_log(path) -> VoteLog:
-    """Read a ``safe_SC70_*_Logs.jsonl`` / ``safe_IMSC70_*_Logs.jsonl`` file ([DASE] §4).
-
-    Raises :class:`DataError` naming file, line and field on a malformed record.
-    """
-    path = Path(path)
-    idx, votes, winner, acc, cost, pool = [], [], [], [], [], []
-    bench = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise DataError(f"cannot open the file: {err.strerror}", file=path) from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg}", file=path, line=lineno) from None
-        where = dict(file=path, line=lineno, task_id=rec.get("idx"))
-        for key in ("idx", "votes", "winner", "acc"):
-            if key not in rec:
-                raise DataError(f"the record has no {key!r}", field=key, **where)
-        v = rec["votes"]
-        if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
-            raise DataError("'votes' must be a list of strings", field="votes", **where)
-        cat = rec.get("category") or ""
-        b = "gpqa" if str(cat).upper().startswith("GPQA") or "GPQA" in path.name else "aime"
-        if bench is None:
-            bench = b
-        elif b != bench:
-            raise DataError("the file mixes benchmarks", field="category", **where)
-        idx.append(int(rec["idx"]))
-        votes.append([None if a.strip() in EMPTY else a for a in v])
-        w = rec["winner"]
-        winner.append(None if w in ("no_consensus", "empty", "") else w)
-        acc.append(int(rec["acc"]))
-        c = rec.get("cost", rec.get("cost_total"))
-        cost.append(np.nan if c is None else float(c))
-        pool.append(int(rec.get("pool_inferences", 0)))
-    if not idx:
-        raise DataError("the file holds no record", file=path)
-    return VoteLog(path.name, bench, np.asarray(idx), votes, winner, np.asarray(acc),
-                   np.asarray(cost, float), np.asarray(pool))
-
-
-def encode_votes(votes: Sequence[Sequence[str | None]], k_max: int | None = None):
+def _encode_votes(votes: Sequence[Sequence[str | None]], k_max: int | None = None):
     """Answer ids in first-seen order: ``ids`` int [B, k_max] (-1 = empty/padding) and per-row
     vocabularies. Ids ascend with first appearance, so "ties to the first seen" = smallest id."""
     k_max = k_max or max(len(v) for v in votes)
@@ -113,7 +50,7 @@ def sc_k_winners(votes: Sequence[Sequence[str | None]], ks: Sequence[int] | None
     votes: B lists of raw answers (``None`` = empty). Returns ``(ks [S], answers)`` with
     ``answers[s][b]`` the SC-ks[s] answer of problem b.
     """
-    ids, vocabs = encode_votes(votes)
+    ids, vocabs = _encode_votes(votes)
     B, K = ids.shape
     ks = np.arange(1, K + 1) if ks is None else np.asarray(list(ks))
     if (ks < 1).any() or (ks > K).any():
@@ -131,13 +68,16 @@ def sc_k_winners(votes: Sequence[Sequence[str | None]], ks: Sequence[int] | None
 
 def correctness(answers: Sequence[str | None], idx: Sequence[int], gold: Mapping,
                 benchmark: str) -> np.ndarray:
-    """0/1 correctness [B]: normalized answer equals the recovered gold; no gold -> ``False``."""
+    """bool [B]: the answer equals its problem's gold (``gold[idx]``), both compared after
+    :func:`bda_jax.datasets.normalize_dase_answer`; no gold, no answer or an empty one ->
+    ``False``."""
     out = np.zeros(len(answers), bool)
     for b, (a, i) in enumerate(zip(answers, idx)):
         g = gold.get(int(i))
         if g is None or a is None:
             continue
-        out[b] = normalize_dase_answer(a, benchmark) == normalize_dase_answer(str(g), benchmark)
+        key = normalize_dase_answer(a, benchmark)
+        out[b] = key is not None and key == normalize_dase_answer(str(g), benchmark)
     return out
 
 
@@ -151,7 +91,7 @@ def accuracy_both(ok: np.ndarray, idx: Sequence[int], gold: Mapping) -> dict:
             "recovered": float(ok[has].mean()) if has.any() else float("nan")}
 
 
-def sc_curve(log: VoteLog, gold: Mapping) -> dict:
+def sc_curve(log: DaseVoteLog, gold: Mapping) -> dict:
     """Accuracy versus inferences for SC-k / IMSC-k, k = 1..70 ([DASE] Figure 3 / 14).
 
     Inferences = k + the log's pool inferences (IMSC's 5 seeding calls; 0 for SC). Returns lists
@@ -213,28 +153,24 @@ def pairwise_mcnemar(outcomes: Mapping[str, np.ndarray], pairs=None) -> list[dic
 # ----------------------------------------------------------------------------- DASE logs
 def dase_history_outcomes(path, gold: Mapping) -> dict:
     """A DASE history file's committed answers, correctness and accounting: ``idx`` [B],
-    ``answer`` [B] (``cert.consensus``), ``ok`` bool [B], logged ``flag`` [B] (``final_acc``),
-    ``steps`` [B], ``inferences`` [B] = 5 x steps ([DASE] §4), ``tokens`` [B], ``cost`` [B]."""
-    path = Path(path)
+    ``answer`` [B] (``cert.consensus``; ``None`` when empty), ``ok`` bool [B], logged ``flag``
+    [B] (``final_acc``), ``steps`` [B], ``inferences`` [B] = 5 x steps ([DASE] §4), ``tokens``
+    [B], ``cost`` [B]. The file is read by :func:`bda_jax.datasets.read_dase_history`."""
     out = {k: [] for k in ("idx", "answer", "flag", "steps", "tokens", "cost", "n_slots")}
     bench = None
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        cert = rec.get("cert")
-        if not isinstance(cert, dict) or "consensus" not in cert:
-            raise DataError("the record has no cert.consensus", file=path, line=lineno,
+    for rec in read_dase_history(path):
+        cert = rec.cert
+        if "consensus" not in cert:
+            raise DataError("the record has no cert.consensus", file=Path(path), line=rec.line,
                             field="cert")
-        bench = bench or ("gpqa" if "GPQA" in str(rec.get("category", "")).upper()
-                          or "GPQA" in path.name else "aime")
-        out["idx"].append(int(rec["idx"]))
+        bench = rec.benchmark
+        out["idx"].append(rec.idx)
         a = cert["consensus"]
-        out["answer"].append(None if not isinstance(a, str) or a.strip() in EMPTY else a)
+        out["answer"].append(a if isinstance(a, str) and normalize_dase_answer(a, bench)
+                             is not None else None)
         out["flag"].append(int(cert.get("final_acc", 0)))
-        hist = rec.get("history") or []
-        out["steps"].append(int(cert.get("steps", len(hist))))
-        out["n_slots"].append(len(hist[0]["norms"]) if hist else 5)
+        out["steps"].append(int(cert.get("steps", len(rec.rounds))))
+        out["n_slots"].append(len(rec.rounds[0]))
         out["tokens"].append(float(cert.get("tokens", np.nan)))
         out["cost"].append(float(cert.get("cost", np.nan)))
     res = {k: np.asarray(v) if k != "answer" else v for k, v in out.items()}

@@ -26,9 +26,11 @@ import numpy as np
 from scipy.special import betaln, logsumexp
 
 from .._core.errors import DataError
-from ..datasets._llm import normalize_dase_answer
+from ..datasets import GPQA_LETTERS, normalize_dase_answer
 
-LETTERS = ("A", "B", "C", "D")
+__all__ = ["StopOutcome", "VoteTensor", "build_votes", "crossfit_log_posterior",
+           "match_coverage", "stop_at_threshold", "summarize_stops", "vote_log_posterior"]
+
 STRENGTHS = (2.0, 6.0, 20.0)
 TAUS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
 
@@ -65,7 +67,7 @@ def build_votes(problems: Sequence[Sequence[Sequence[str | None]]], gold=None,
     mask = np.zeros((B, R), bool)
     vocabs = []
     for b, p in enumerate(problems):
-        vocab: dict[str, int] = {} if open_set else {x: i for i, x in enumerate(LETTERS)}
+        vocab: dict[str, int] = {} if open_set else {x: i for i, x in enumerate(GPQA_LETTERS)}
         for t, rnd in enumerate(p):
             mask[b, t] = True
             for s, a in enumerate(rnd):
@@ -83,8 +85,8 @@ def build_votes(problems: Sequence[Sequence[Sequence[str | None]]], gold=None,
         K = said.sum(-1) + 1
         seen = said
     else:
-        K = np.full((B, R), len(LETTERS))
-        seen = np.broadcast_to(np.arange(V) < len(LETTERS), (B, R, V)).copy()
+        K = np.full((B, R), len(GPQA_LETTERS))
+        seen = np.broadcast_to(np.arange(V) < len(GPQA_LETTERS), (B, R, V)).copy()
     g = np.full(B, -1, np.int64)
     if gold is not None:
         for b, x in enumerate(gold):
@@ -106,7 +108,7 @@ def _cand_mask(vt: VoteTensor) -> np.ndarray:
     return cand
 
 
-def log_posterior(vt: VoteTensor, alpha, beta, tau) -> np.ndarray:
+def vote_log_posterior(vt: VoteTensor, alpha, beta, tau) -> np.ndarray:
     """Tempered one-coin log-posteriors [B, R, V] (-inf off the candidate set).
 
     alpha, beta: per-slot Beta shapes [S] or per-round [R, S]; tau scalar or [R]."""
@@ -140,7 +142,7 @@ def _fit_round(vt: VoteTensor, rows: np.ndarray, t: int, strengths, taus):
     best = None
     for s in strengths:
         for tau in taus:
-            lp = log_posterior(sub, mu * s, (1 - mu) * s, tau)[:, 0]
+            lp = vote_log_posterior(sub, mu * s, (1 - mu) * s, tau)[:, 0]
             loss = -lp[np.arange(len(rows)), g].mean()
             if best is None or loss < best[0]:
                 best = (loss, s, tau)
@@ -169,7 +171,7 @@ def crossfit_log_posterior(vt: VoteTensor, folds: int = 5, seed: int = 0,
             alpha[t], beta[t], tau[t] = _fit_round(vt, train, t, strengths, taus)
         sub = VoteTensor(vt.E[test], vt.N[test], vt.K[test], vt.seen[test], vt.mask[test],
                          vt.gold[test], [], vt.open_set)
-        out[test] = log_posterior(sub, alpha, beta, tau)
+        out[test] = vote_log_posterior(sub, alpha, beta, tau)
     return out, fold
 
 
@@ -199,7 +201,8 @@ def stop_at_threshold(vt: VoteTensor, log_post: np.ndarray, threshold: float) ->
     return StopOutcome(stopped, t + 1, answer, conf[B, t])
 
 
-def summarize(vt: VoteTensor, out: StopOutcome, gold_known: np.ndarray | None = None) -> dict:
+def summarize_stops(vt: VoteTensor, out: StopOutcome,
+                    gold_known: np.ndarray | None = None) -> dict:
     """Coverage (share stopped confidently), accuracy of the stopped set and overall (every
     problem; unknown gold counted wrong), mean rounds used."""
     ok = (out.answer == vt.gold) & (vt.gold >= 0)
@@ -226,7 +229,7 @@ def match_coverage(vt: VoteTensor, log_post, target: float, thresholds=None):
                                                1 - 10.0 ** -np.arange(2, 8.01, 0.125)]))
     rows = []
     for th in thresholds:
-        r = summarize(vt, stop_at_threshold(vt, log_post, float(th)))
+        r = summarize_stops(vt, stop_at_threshold(vt, log_post, float(th)))
         r["threshold"] = float(th)
         rows.append(r)
     best = min(rows, key=lambda r: (abs(r["coverage"] - target), -r["threshold"]))

@@ -12,23 +12,21 @@ Two rules decide, round by round, when an ensemble of ``n`` workers has delibera
   and g its share; stop at round 1 on unanimity, or once the same winner has won k rounds in a
   row with g >= 0.35 + 0.4 exp(-0.5 t) (``consensus``); else the plurality of every answer at L.
 
-Batch encoding: a batch of problems is an int32 array ``ids`` [B, R, n] of per-problem answer ids
-(-1 = empty / no answer), with ids given in first-seen order (round by round, slot by slot) so
-that "ties go to the first seen" is "ties go to the smallest id", and a bool ``mask`` [B, R]
-marking the recorded rounds (a prefix; the rest is padding). Each rule is one per-round function
-over a small NamedTuple state; ``jax.lax.scan`` runs it over rounds, ``jax.vmap`` over problems
-and over a grid of W (or k), all in one jitted call. The live :class:`Stopper` calls the same
-per-round function. Plain helpers replay the released logs (:func:`replay_history`) and
-summarize them (:func:`commit_partition`, :func:`routing_gap`, :func:`accuracy_coverage`).
+Batch encoding (:func:`bda_jax.stopping.encode_answers`): a batch of problems is an int32 array
+``ids`` [B, R, n] of per-problem answer ids (-1 = empty / no answer), with ids given in
+first-seen order (round by round, slot by slot) so that "ties go to the first seen" is "ties go
+to the smallest id", and a bool ``mask`` [B, R] marking the recorded rounds (a prefix; the rest
+is padding). Each rule is one per-round step function (:func:`spatial_step`,
+:func:`heuristic_step`) over a :class:`RuleState`; ``jax.lax.scan`` runs it over rounds,
+``jax.vmap`` over problems and over a grid of W (or k), all in one jitted call
+(:func:`spatial_rule`, :func:`heuristic_rule`). The live :class:`bda_jax.stopping.Stopper` calls
+the same step functions one round at a time.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,18 +34,17 @@ import numpy as np
 from jax.scipy.special import betainc
 
 from .._core.errors import DataError
-from ..datasets._llm import _benchmark_of, _idx, _jsonl_records, normalize_dase_answer
 
 __all__ = [
-    "COMMITS", "RULES", "EncodedBatch", "HistoryBatch", "ReplayRecord", "StopDecision",
-    "StopResult", "Stopper", "accuracy_coverage", "commit_partition", "encode_answers",
-    "evidence_score", "file_settings", "heuristic_rule", "load_history_batch", "replay_history",
-    "resimulate", "round_plurality", "routing_gap", "spatial_rule",
+    "COMMITS", "DISPATCHED", "RULES", "ArenaParams", "HeuristicParams", "RuleState",
+    "StopResult", "evidence_score", "heuristic_rule", "heuristic_step", "init_rule_state",
+    "round_plurality", "spatial_rule", "spatial_step",
 ]
 
 #: Commit codes in the result arrays: 0 still running, then the commit kinds.
 COMMITS = ("running", "right_wall", "left_wall", "fallback", "consensus")
 RUNNING, RIGHT, LEFT, FALLBACK, CONSENSUS = range(5)
+#: The two stopping rules: the spatial arena and the heuristic streak rule.
 RULES = ("spatial", "heuristic")
 #: Commits that a router dispatches without review (the paper's high-confidence bucket).
 DISPATCHED = ("right_wall", "consensus")
@@ -107,6 +104,8 @@ def _all_plurality(counts):
 
 
 class ArenaParams(NamedTuple):
+    """Parameters of :func:`spatial_step` (scalars; a leading [G] axis for a grid)."""
+
     W: jax.Array              # [] int32 wall position
     empty_g: jax.Array        # [] float32
     w: jax.Array              # [] float32
@@ -114,11 +113,14 @@ class ArenaParams(NamedTuple):
 
 
 class HeuristicParams(NamedTuple):
+    """Parameters of :func:`heuristic_step` (a scalar; a leading [G] axis for a grid)."""
+
     k: jax.Array              # [] int32 streak length
 
 
-class State(NamedTuple):
-    """Per-problem state carried over rounds (a pytree; add a leading [B] axis for batches)."""
+class RuleState(NamedTuple):
+    """Per-problem state carried over rounds by both step functions (a pytree; add a leading
+    [B] axis for batches). ``counts`` has one slot per answer id the problem can use (V)."""
 
     t: jax.Array              # [] int32 rounds consumed
     x: jax.Array              # [] int32 arena position (spatial)
@@ -129,17 +131,19 @@ class State(NamedTuple):
     answer: jax.Array         # [] int32 committed answer id (-1 none)
 
 
-def init_state(n_vocab: int) -> State:
+def init_rule_state(n_vocab: int) -> RuleState:
+    """The state before round 1: nothing consumed, x = 0, no streak, no answer, running;
+    ``n_vocab`` (V) bounds the answer ids (R * n covers every id of an [R, n] problem)."""
     z = jnp.zeros((), jnp.int32)
-    return State(z, z, z, z - 1, jnp.zeros((n_vocab,), jnp.int32), z, z - 1)
+    return RuleState(z, z, z, z - 1, jnp.zeros((n_vocab,), jnp.int32), z, z - 1)
 
 
-def _tally(state: State, ids_t, live):
+def _tally(state: RuleState, ids_t, live):
     hits = (ids_t[:, None] == jnp.arange(state.counts.shape[0])[None, :]).sum(0)
     return state.counts + jnp.where(live, hits, 0).astype(jnp.int32)
 
 
-def spatial_step(params: ArenaParams, state: State, ids_t, active, last):
+def spatial_step(params: ArenaParams, state: RuleState, ids_t, active, last):
     """One round of the spatial arena ([DASE] §3, Appendix H.2) for one problem.
 
     ``ids_t`` [n] answer ids (-1 empty); ``active`` [] bool: the round exists and t < L; ``last``
@@ -168,7 +172,7 @@ def spatial_step(params: ArenaParams, state: State, ids_t, active, last):
     return new, (jnp.where(live, g, jnp.nan), x, jnp.where(live, winner, -1))
 
 
-def heuristic_step(params: HeuristicParams, state: State, ids_t, active, last):
+def heuristic_step(params: HeuristicParams, state: RuleState, ids_t, active, last):
     """One round of the heuristic (neuro) rule with streak k (docs/stopping.md) for one problem.
 
     Winner = plurality of the round's answers, g = its share of the non-empty answers; an empty
@@ -224,7 +228,7 @@ def _run_one(step, params, ids, mask, L):
     def body(state, xs):
         return step(params, state, *xs)
 
-    state, (g, x, winner) = jax.lax.scan(body, init_state(R * n), (ids, active, last))
+    state, (g, x, winner) = jax.lax.scan(body, init_rule_state(R * n), (ids, active, last))
     return StopResult(state.commit, state.answer, state.t, state.x, g, x, winner)
 
 
@@ -321,389 +325,3 @@ def heuristic_rule(ids, mask=None, k=4, *, L: int = 15) -> StopResult:
     shape = (len(ks),) + ids.shape[:2]
     ids, mask, ks = _padded(ids, mask, ks)
     return _unpad(_heuristic_grid(ids, mask, ks, jnp.int32(L)), *shape, scalar)
-
-
-# ----------------------------------------------------------------------------- encoding
-def _answer_key(answer, normalize: bool, benchmark: str):
-    """The identity of one answer: None if empty; else the raw string (what the DASE runtime
-    compared) or its :func:`normalize_dase_answer` form."""
-    if answer is None:
-        return None
-    if not isinstance(answer, str):
-        raise DataError(f"an answer must be a string or None, got {type(answer).__name__}",
-                        field="answers")
-    key = normalize_dase_answer(answer, benchmark)
-    if key is None or normalize:
-        return key
-    return answer
-
-
-class EncodedBatch(NamedTuple):
-    """``ids`` [B, R, n] int32 (-1 empty), ``mask`` [B, R] bool recorded rounds, ``vocab`` one
-    tuple of answer strings per problem (id j is ``vocab[b][j]``, first seen first)."""
-
-    ids: jax.Array
-    mask: jax.Array
-    vocab: tuple
-
-
-def encode_answers(problems: Sequence[Sequence[Sequence[str | None]]], *, n: int | None = None,
-                   rounds: int | None = None, normalize: bool = False,
-                   benchmark: str = "aime") -> EncodedBatch:
-    """Encode problems (each a list of rounds, each a list of n answers) as :class:`EncodedBatch`.
-
-    ``None``, ``"empty"`` and ``""`` (anything :func:`normalize_dase_answer` maps to None) are
-    empty. Answers are compared as given (the DASE runtime's string identity) unless
-    ``normalize=True`` merges surface forms (``625`` = ``$\\boxed{625}$``, ``A`` = ``(A)``).
-    ``rounds`` pads R (default: the longest problem).
-
-    >>> enc = encode_answers([[["7", "7", None, "3", "7"], ["3", "3", "3", "3", "empty"]]])
-    >>> enc.ids.tolist(), enc.vocab
-    ([[[0, 0, -1, 1, 0], [1, 1, 1, 1, -1]]], (('7', '3'),))
-    """
-    if not problems:
-        raise DataError("no problem to encode", field="problems")
-    n = n or max(len(r) for p in problems for r in p)
-    R = max(rounds or 0, max(len(p) for p in problems))
-    ids = np.full((len(problems), R, n), -1, np.int32)
-    mask = np.zeros((len(problems), R), bool)
-    vocab = []
-    for b, problem in enumerate(problems):
-        seen: dict[str, int] = {}
-        for t, answers in enumerate(problem):
-            if len(answers) != n:
-                raise DataError(f"problem {b} round {t + 1} has {len(answers)} answers, "
-                                f"expected {n}", field="answers")
-            for s, ans in enumerate(answers):
-                key = _answer_key(ans, normalize, benchmark)
-                if key is not None:
-                    ids[b, t, s] = seen.setdefault(key, len(seen))
-            mask[b, t] = True
-        vocab.append(tuple(seen))
-    return EncodedBatch(jnp.asarray(ids), jnp.asarray(mask), tuple(vocab))
-
-
-# ----------------------------------------------------------------------------- live stopper
-class StopDecision(NamedTuple):
-    """One round's verdict: ``stop``; ``commit`` (a :data:`COMMITS` kind, None while running);
-    ``answer`` (None while running or when nobody answered); ``x`` the arena position (streak
-    for the heuristic); ``g`` this round's score; ``step`` rounds seen."""
-
-    stop: bool
-    commit: str | None
-    answer: str | None
-    x: int
-    g: float
-    step: int
-
-
-_spatial_step_jit = jax.jit(spatial_step)
-_heuristic_step_jit = jax.jit(heuristic_step)
-
-
-class Stopper:
-    """Live DASE stopping: feed each round's answers, read whether to stop.
-
-    ``Stopper(rule="spatial", W=4, L=15, empty_g=0.0)`` or ``Stopper(rule="heuristic", k=4)``;
-    ``update(answers)`` takes the round's n answers (str, or None / "empty" / "" for none) and
-    returns a :class:`StopDecision`. It runs the same per-round function as the batched rules.
-
-    >>> s = Stopper("spatial", W=2)
-    >>> s.update(["5", "5", "5", "5", "5"]).stop, s.update(["5", "5", "5", "5", "2"])[:3]
-    (False, (True, 'right_wall', '5'))
-    """
-
-    def __init__(self, rule: str = "spatial", *, W: int = 4, k: int = 4, L: int = 15, n: int = 5,
-                 empty_g: float = 0.0, w: float = 0.2, cx: float = 0.01,
-                 normalize: bool = False, benchmark: str = "aime"):
-        if rule not in RULES:
-            raise DataError(f"rule must be one of {RULES}, got {rule!r}", field="rule")
-        for name, v in (("W", W), ("k", k), ("L", L), ("n", n)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise DataError(f"{name} must be a positive integer, got {v!r}", field=name)
-        self.rule, self.L, self.n = rule, int(L), int(n)
-        self.normalize, self.benchmark = normalize, benchmark
-        if rule == "spatial":
-            self._params = ArenaParams(jnp.int32(W), jnp.float32(empty_g), jnp.float32(w),
-                                       jnp.float32(cx))
-            self._step = _spatial_step_jit
-        else:
-            self._params = HeuristicParams(jnp.int32(k))
-            self._step = _heuristic_step_jit
-        self.reset()
-
-    def reset(self) -> None:
-        self._vocab: dict[str, int] = {}
-        self._state = init_state(self.n * self.L)
-        self.decision: StopDecision | None = None
-
-    def update(self, answers: Sequence[str | None]) -> StopDecision:
-        if self.decision is not None and self.decision.stop:
-            raise DataError("the stopper has already committed; call reset()", field="answers")
-        if len(answers) != self.n:
-            raise DataError(f"expected {self.n} answers, got {len(answers)}", field="answers")
-        ids = [-1 if (key := _answer_key(a, self.normalize, self.benchmark)) is None
-               else self._vocab.setdefault(key, len(self._vocab)) for a in answers]
-        last = int(self._state.t) + 1 >= self.L
-        self._state, (g, x, _) = self._step(self._params, self._state,
-                                            jnp.asarray(ids, jnp.int32), jnp.bool_(True),
-                                            jnp.bool_(last))
-        commit = int(self._state.commit)
-        names = list(self._vocab)
-        answer = int(self._state.answer)
-        self.decision = StopDecision(commit != RUNNING, None if commit == RUNNING
-                                     else COMMITS[commit],
-                                     names[answer] if answer >= 0 else None, int(x), float(g),
-                                     int(self._state.t))
-        return self.decision
-
-
-# ----------------------------------------------------------------------------- log replay
-def _from_name(pattern_a: str, pattern_b: str, stem: str):
-    m = re.search(pattern_a, stem) or re.search(pattern_b, stem)
-    return int(m.group(1)) if m else None
-
-
-def file_settings(path) -> dict:
-    """Rule, W, k and L that a DASE history file name states (None where it says nothing).
-
-    >>> file_settings("safe_DASE_Bellman_History_8Bllama_8_L15_alpha0_2.jsonl")
-    {'rule': 'spatial', 'W': 8, 'k': None, 'L': 15}
-    >>> file_settings("safe_DASE_Forensics_DDM_qw_8k_15L.jsonl")
-    {'rule': 'heuristic', 'W': None, 'k': 8, 'L': 15}
-    """
-    stem = Path(str(path)).stem
-    rule = "spatial" if "Bellman" in stem else "heuristic" if "DDM" in stem else None
-    W = k = None
-    if rule == "spatial":
-        nums = re.findall(r"(?<=_)(\d+)(?=_)", stem.split("History", 1)[-1])
-        W = int(nums[0]) if nums else None
-    elif rule == "heuristic":
-        k = _from_name(r"k(\d+)", r"(\d+)k", stem)
-    return {"rule": rule, "W": W, "k": k, "L": _from_name(r"L(\d+)", r"_(\d+)L", stem)}
-
-
-class HistoryBatch(NamedTuple):
-    """A DASE history file as arrays: ``batch`` (:class:`EncodedBatch`), ``idx`` [B] problem
-    ids, ``benchmark``, ``settings`` (:func:`file_settings`), ``logged`` the records' dicts."""
-
-    batch: EncodedBatch
-    idx: tuple
-    benchmark: str
-    settings: dict
-    logged: tuple
-
-
-def load_history_batch(path, *, normalize: bool = False, n: int = 5) -> HistoryBatch:
-    """Read a ``safe_DASE_*_History_*.jsonl`` / ``*_Forensics_*`` file into one batch.
-
-    Each line's ``history[t]["norms"]`` (n answers) is round t+1; answers are encoded by
-    :func:`encode_answers`. Malformed records raise :class:`DataError` naming file, line, idx.
-    """
-    path = Path(path)
-    problems, idxs, logged = [], [], []
-    bench = None
-    for lineno, rec in _jsonl_records(path):
-        where = dict(file=path, line=lineno, task_id=rec.get("idx"))
-        if "idx" not in rec:
-            raise DataError("the record has no 'idx'", field="idx", **where)
-        idxs.append(_idx(rec["idx"], where))
-        bench = bench or _benchmark_of(path, rec.get("category"))
-        history = rec.get("history")
-        if not isinstance(history, list) or not history:
-            raise DataError("'history' must be a non-empty list of rounds", field="history",
-                            **where)
-        rounds = []
-        for t, step in enumerate(history):
-            norms = step.get("norms") if isinstance(step, dict) else None
-            if (not isinstance(norms, list) or len(norms) != n
-                    or not all(isinstance(a, str) for a in norms)):
-                raise DataError(f"'norms' must be a list of {n} strings",
-                                field=f"history[{t}].norms", **where)
-            rounds.append(norms)
-        problems.append(rounds)
-        logged.append(rec)
-    if not problems:
-        raise DataError("the file holds no record", file=path)
-    batch = encode_answers(problems, n=n, normalize=normalize, benchmark=bench)
-    return HistoryBatch(batch, tuple(idxs), bench, file_settings(path), tuple(logged))
-
-
-@dataclass(frozen=True)
-class ReplayRecord:
-    """One problem's replay: ``commit`` kind, ``answer`` (None: nobody answered), ``steps``,
-    ``final_x`` (None for the heuristic), per-round ``g``, ``x`` (spatial position) or
-    ``streak`` (heuristic) and ``winner`` (round plurality); ``flagged`` = not dispatched
-    (anything but right_wall / consensus); ``truncated`` = the record ran out of recorded rounds
-    before a commit or L (a re-simulation that would need rounds nobody ran)."""
-
-    idx: int
-    commit: str
-    answer: str | None
-    steps: int
-    final_x: int | None
-    g: tuple
-    x: tuple | None
-    streak: tuple | None
-    winner: tuple
-    flagged: bool
-    truncated: bool
-
-
-def _records(hb: HistoryBatch, res: StopResult, rule: str, L: int) -> list[ReplayRecord]:
-    res = jax.tree.map(np.asarray, res)
-    lengths = np.asarray(hb.batch.mask).sum(1)
-    out = []
-    for b, idx in enumerate(hb.idx):
-        vocab = hb.batch.vocab[b]
-        s = int(res.steps[b])
-        kind = COMMITS[int(res.commit[b])]
-        a = int(res.answer[b])
-        traj = tuple(int(v) for v in res.x[b, :s])
-        out.append(ReplayRecord(
-            idx=idx, commit=kind, answer=vocab[a] if a >= 0 else None, steps=s,
-            final_x=int(res.final_x[b]) if rule == "spatial" else None,
-            g=tuple(float(v) for v in res.g[b, :s]),
-            x=traj if rule == "spatial" else None, streak=traj if rule == "heuristic" else None,
-            winner=tuple(vocab[w] if w >= 0 else None for w in res.winner[b, :s]),
-            flagged=kind not in DISPATCHED,
-            truncated=kind == "fallback" and s < L and s == int(lengths[b])))
-    return out
-
-
-def _run_history(hb: HistoryBatch, rule, grid, L, empty_g) -> StopResult:
-    """A file's batch under ``rule`` for every value of ``grid``: [G, B, ...] fields."""
-    ids, mask = hb.batch.ids, hb.batch.mask
-    if rule == "spatial":
-        return spatial_rule(ids, mask, list(grid), L=L, empty_g=empty_g)
-    return heuristic_rule(ids, mask, list(grid), L=L)
-
-
-def _resolve(hb: HistoryBatch, rule, W, k, L):
-    rule = rule or hb.settings["rule"]
-    if rule not in RULES:
-        raise DataError(f"rule must be one of {RULES}, got {rule!r}", field="rule")
-    param = W if rule == "spatial" else k
-    param = param if param is not None else hb.settings["W" if rule == "spatial" else "k"]
-    if param is None:
-        raise DataError(f"the file name does not state {'W' if rule == 'spatial' else 'k'}; "
-                        "pass it", field="W" if rule == "spatial" else "k")
-    if L is None:
-        L = hb.settings["L"] or int(np.asarray(hb.batch.mask).sum(1).max())
-    return rule, param, int(L)
-
-
-def replay_history(path, rule: str | None = None, W=None, k=None, empty_g: float = 0.0,
-                   L: int | None = None, *, normalize: bool = False) -> list[ReplayRecord]:
-    """Replay a DASE history file under a stopping rule: one :class:`ReplayRecord` per problem.
-
-    ``rule``, ``W`` / ``k`` and ``L`` default to what the file name says (``Bellman`` ->
-    spatial, ``DDM`` -> heuristic; ``_4_``, ``_8_``, ``k4``, ``8k``; ``L15`` / ``15L``; without
-    an L in the name, the longest recorded history). ``empty_g=0.5`` and ``normalize=False``
-    reproduce the released logs (docs/stopping.md); ``empty_g=0.0`` is the paper's correction. The
-    whole file runs as one batched, compiled call.
-    """
-    hb = load_history_batch(path, normalize=normalize)
-    rule, param, L = _resolve(hb, rule, W, k, L)
-    res = _run_history(hb, rule, [int(param)], L, empty_g)
-    return _records(hb, jax.tree.map(lambda a: a[0], res), rule, L)
-
-
-def resimulate(path, grid: Sequence[int], rule: str | None = None, empty_g: float = 0.0,
-               L: int | None = None, *, normalize: bool = False) -> dict[int, list[ReplayRecord]]:
-    """Offline re-simulation of other arena sizes W (or streaks k) on a recorded history.
-
-    Valid only for variants that stop no later than the recorded run (docs/stopping.md): the x path
-    does not depend on W (V_R - V_L = 2g - 1 + 2 cx x) and a smaller k only relaxes the stop,
-    so W or k at most the recorded one is accepted and anything larger raises. All grid values
-    run in one compiled call; returns ``{value: records}``. Records whose variant would need
-    rounds that were never run are marked ``truncated`` (none for a valid grid on a log run
-    with the same empty_g; empty_g = 0.0 on a 0.5 log changes the path and can truncate).
-    """
-    hb = load_history_batch(path, normalize=normalize)
-    rule, recorded, L = _resolve(hb, rule, None, None, L)
-    grid = [int(v) for v in grid]
-    name = "W" if rule == "spatial" else "k"
-    if any(v > recorded for v in grid):
-        raise DataError(f"{name} = {max(grid)} exceeds the recorded {name} = {recorded}: the "
-                        "variant could need rounds that were never run", field=name)
-    res = _run_history(hb, rule, grid, L, empty_g)
-    return {v: _records(hb, jax.tree.map(lambda a, i=i: a[i], res), rule, L)
-            for i, v in enumerate(grid)}
-
-
-# ----------------------------------------------------------------------------- summaries
-def _correct(records, gold, benchmark):
-    out = []
-    for r in records:
-        g = gold.get(r.idx) if gold is not None else None
-        a = None if r.answer is None else normalize_dase_answer(r.answer, benchmark)
-        out.append(g is not None and a is not None and a == normalize_dase_answer(str(g),
-                                                                                 benchmark))
-    return np.asarray(out, bool)
-
-
-def commit_partition(records: Sequence[ReplayRecord], gold, benchmark: str = "aime") -> dict:
-    """Count and accuracy per commit kind and overall: ``{kind: (n, n_correct, accuracy)}``.
-
-    Accuracy is over *every* problem of the bucket: a problem whose gold could not be recovered
-    (:func:`recover_dase_gold`) counts as wrong, as the logs' own 0/1 flags do (this is the
-    denominator that gives the paper's GPQA W = 4 numbers: 308/380, 59/142, 15/24, 382/546).
-    Answers are compared after :func:`normalize_dase_answer`.
-    """
-    ok = _correct(records, gold, benchmark)
-    kinds = np.asarray([r.commit for r in records])
-    out = {}
-    for kind in COMMITS[1:]:
-        sel = kinds == kind
-        if sel.any():
-            out[kind] = (int(sel.sum()), int(ok[sel].sum()), float(ok[sel].mean()))
-    out["overall"] = (len(records), int(ok.sum()), float(ok.mean()))
-    return out
-
-
-def routing_gap(key, records: Sequence[ReplayRecord], gold, benchmark: str = "aime", *,
-                versus: str = "rest", n_boot: int = 2000, level: float = 0.95) -> dict:
-    """Routing gap ([DASE] §5): accuracy of dispatched commits (right wall / consensus)
-    minus accuracy of ``versus`` (``"rest"``: every flagged problem; ``"left_wall"``), with a
-    percentile bootstrap CI over problems (``n_boot`` resamples from ``key``; a resample with an
-    empty bucket is dropped; an empty bucket in the data gives NaN). Returns ``{"gap", "low", "high", "dispatched", "other",
-    "coverage", "n_boot"}``.
-    """
-    if versus not in ("rest", "left_wall"):
-        raise DataError(f"versus must be 'rest' or 'left_wall', got {versus!r}", field="versus")
-    ok = jnp.asarray(_correct(records, gold, benchmark), jnp.float32)
-    kinds = [r.commit for r in records]
-    hi = jnp.asarray([c in DISPATCHED for c in kinds])
-    lo = jnp.asarray([(c not in DISPATCHED) if versus == "rest" else c == "left_wall"
-                      for c in kinds])
-
-    def gap(w):
-        a = (w * ok * hi).sum() / (w * hi).sum()
-        b = (w * ok * lo).sum() / (w * lo).sum()
-        return a - b, a, b
-
-    point, a, b = gap(jnp.ones_like(ok))
-    draws = jax.random.randint(key, (n_boot, len(records)), 0, len(records))
-    weights = jax.vmap(lambda d: jnp.zeros_like(ok).at[d].add(1.0))(draws)
-    boot = jax.vmap(lambda w: gap(w)[0])(weights)
-    boot = np.asarray(boot)[np.isfinite(np.asarray(boot))]
-    q = (1 - level) / 2
-    low, high = (np.quantile(boot, [q, 1 - q]) if boot.size else (np.nan, np.nan))
-    return {"gap": float(point), "low": float(low), "high": float(high), "dispatched": float(a), "other": float(b),
-            "coverage": float(hi.mean()), "n_boot": int(boot.size)}
-
-
-def accuracy_coverage(records: Sequence[ReplayRecord], gold, benchmark: str = "aime") -> dict:
-    """Accuracy-coverage curve of the dispatched bucket by commit step: at cutoff s, dispatch
-    the right-wall / consensus commits made within s rounds. Returns arrays ``step`` [S],
-    ``coverage`` [S] (share of all problems dispatched) and ``accuracy`` [S] (NaN when none)."""
-    ok = _correct(records, gold, benchmark)
-    hi = np.asarray([r.commit in DISPATCHED for r in records])
-    steps = np.asarray([r.steps for r in records])
-    cut = np.arange(1, steps.max() + 1)
-    sel = hi[None, :] & (steps[None, :] <= cut[:, None])
-    n = sel.sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acc = np.where(n > 0, (sel & ok[None, :]).sum(1) / n, np.nan)
-    return {"step": cut, "coverage": n / len(records), "accuracy": acc}
