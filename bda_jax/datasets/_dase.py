@@ -10,7 +10,7 @@ what every reader of them needs to know, in one place.
 * **Bundled excerpts**: :data:`DASE_EXCERPTS` (file paths by name).
 * **Gold**: the logs carry none, but every method's answer has a 0/1 correctness flag and
   problems are aligned by ``idx`` across files, so :func:`recover_dase_gold` rebuilds it
-  (docs/stopping.md) as a :class:`DaseGold`.
+  (docs/datasets.md) as a :class:`DaseGold`.
 * **Baseline vote logs** (``safe_SC70_*_Logs.jsonl``, ``safe_IMSC70_*_Logs.jsonl``):
   :func:`load_dase_vote_log` -> :class:`DaseVoteLog`.
 

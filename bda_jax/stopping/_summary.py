@@ -142,7 +142,7 @@ def _summary_gold(path: Path, gold, benchmark: str, notes: list):
     if gold is not True:                  # a file or folder of logs: recover from there
         found = recover_dase_gold(gold, benchmark=benchmark)
     else:
-        try:        # every released file of the folder flags some answers (docs/stopping.md)
+        try:        # every released file of the folder flags some answers (docs/datasets.md)
             found = recover_dase_gold(path.parent, benchmark=benchmark)
         except BdaError as err:
             notes.append(f"gold from the file alone ({err.reason})")
