@@ -1,7 +1,7 @@
 """Baselines and calibrated stopping on the released DASE logs ([DASE] §4-§5; docs/stopping.md):
-SC-k / IMSC-k accuracy-versus-inferences curves, DASE runs at 5 x steps inferences, pairwise exact McNemar tests with
-Benjamini-Hochberg correction, cost/token accounting, and calibrated (cross-fitted BDA-posterior)
-stopping against DASE's right wall at matched coverage.
+SC-k / IMSC-k accuracy-versus-inferences curves, DASE runs at 5 x steps inferences, pairwise
+exact McNemar tests with Benjamini-Hochberg correction, cost/token accounting, and calibrated
+(cross-fitted BDA-posterior) stopping against DASE's right wall at matched coverage.
 
 Data: ../shared/data/dase_council_traces (or $BDA_SHARED_DATA/dase_council_traces), read in
 place. Run (from the repository root): ``python -m benchmarks.results_dase`` (about a minute on
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bda_jax.datasets import load_dase_vote_log, recover_dase_gold
-from bda_jax.stopping import (accuracy_both, align, build_votes, commit_partition, correctness,
+from bda_jax.stopping import (accuracy_both, align, answers_correct, build_votes, commit_partition,
                               cost_summary, crossfit_log_posterior, dase_history_outcomes,
                               load_history_batch, match_coverage, pairwise_mcnemar,
                               replay_history, sc_curve, stop_at_threshold)
@@ -44,7 +44,7 @@ def methods(bench, gold):
     for f in BASELINES[bench]:
         log = load_dase_vote_log(DATA / f)
         curve = sc_curve(log, gold)
-        ok = correctness(log.winner, log.idx, gold, bench)
+        ok = answers_correct(log.winner, log.idx, gold, bench)
         out[short(f)] = {"idx": log.idx, "ok": ok, "curve": curve,
                          "cost": cost_summary(log.cost, None, 70 + log.pool_inferences),
                          "logged_correct": int(log.acc.sum())}

@@ -25,7 +25,7 @@ Replay of the released history logs (read by :func:`bda_jax.datasets.read_dase_h
 :func:`replay_summary` -> :class:`ReplaySummary` (all of it for one file; ``bda stop replay``).
 
 Baselines ([DASE] §4-§5): SC-k / IMSC-k from the vote logs (:func:`sc_k_winners`,
-:func:`sc_curve`), :func:`correctness` against recovered gold, :func:`accuracy_both`,
+:func:`sc_curve`), :func:`answers_correct` (against recovered gold), :func:`accuracy_both`,
 :func:`dase_history_outcomes`, :func:`align`, exact McNemar tests (:func:`mcnemar_exact`,
 :func:`pairwise_mcnemar`) with :func:`benjamini_hochberg`, :func:`cost_summary`.
 
@@ -34,7 +34,7 @@ Calibrated stopping on the BDA posterior ([BDA] Eqs. 1-2): :func:`build_votes` -
 :func:`stop_at_threshold` -> :class:`StopOutcome`, :func:`summarize_stops`,
 :func:`match_coverage`.
 """
-from ._baselines import (accuracy_both, align, benjamini_hochberg, correctness, cost_summary,
+from ._baselines import (accuracy_both, align, answers_correct, benjamini_hochberg, cost_summary,
                          dase_history_outcomes, mcnemar_exact, pairwise_mcnemar, sc_curve,
                          sc_k_winners)
 from ._calibrated import (StopOutcome, VoteTensor, build_votes, crossfit_log_posterior,
@@ -56,7 +56,7 @@ __all__ = [
     "StopDecision", "Stopper",
     "HistoryBatch", "ReplayRecord", "load_history_batch", "replay_history", "resimulate",
     "ReplaySummary", "accuracy_coverage", "commit_partition", "replay_summary", "routing_gap",
-    "accuracy_both", "align", "benjamini_hochberg", "correctness", "cost_summary",
+    "accuracy_both", "align", "answers_correct", "benjamini_hochberg", "cost_summary",
     "dase_history_outcomes", "mcnemar_exact", "pairwise_mcnemar", "sc_curve", "sc_k_winners",
     "StopOutcome", "VoteTensor", "build_votes", "crossfit_log_posterior", "match_coverage",
     "stop_at_threshold", "summarize_stops", "vote_log_posterior",

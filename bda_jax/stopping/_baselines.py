@@ -23,7 +23,7 @@ import numpy as np
 from .._core.errors import DataError
 from ..datasets import DaseVoteLog, normalize_dase_answer, read_dase_history
 
-__all__ = ["accuracy_both", "align", "benjamini_hochberg", "correctness", "cost_summary",
+__all__ = ["accuracy_both", "align", "answers_correct", "benjamini_hochberg", "cost_summary",
            "dase_history_outcomes", "mcnemar_exact", "pairwise_mcnemar",
            "sc_curve", "sc_k_winners"]
 
@@ -66,8 +66,8 @@ def sc_k_winners(votes: Sequence[Sequence[str | None]], ks: Sequence[int] | None
     return ks, answers
 
 
-def correctness(answers: Sequence[str | None], idx: Sequence[int], gold: Mapping,
-                benchmark: str) -> np.ndarray:
+def answers_correct(answers: Sequence[str | None], idx: Sequence[int], gold: Mapping,
+                    benchmark: str) -> np.ndarray:
     """bool [B]: the answer equals its problem's gold (``gold[idx]``), both compared after
     :func:`bda_jax.datasets.normalize_dase_answer`; no gold, no answer or an empty one ->
     ``False``."""
@@ -98,7 +98,7 @@ def sc_curve(log: DaseVoteLog, gold: Mapping) -> dict:
     ``k``, ``inferences``, ``acc_all``, ``acc_recovered`` and ``correct`` (counts)."""
     ks, answers = sc_k_winners(log.votes)
     pool = float(np.mean(log.pool_inferences))
-    rows = [accuracy_both(correctness(a, log.idx, gold, log.benchmark), log.idx, gold)
+    rows = [accuracy_both(answers_correct(a, log.idx, gold, log.benchmark), log.idx, gold)
             for a in answers]
     return {"k": ks.tolist(), "inferences": (ks + pool).tolist(),
             "correct": [r["correct"] for r in rows], "acc_all": [r["all"] for r in rows],
@@ -176,7 +176,7 @@ def dase_history_outcomes(path, gold: Mapping) -> dict:
     res = {k: np.asarray(v) if k != "answer" else v for k, v in out.items()}
     res["benchmark"] = bench
     res["inferences"] = res["n_slots"] * res["steps"]
-    res["ok"] = correctness(res["answer"], res["idx"], gold, bench)
+    res["ok"] = answers_correct(res["answer"], res["idx"], gold, bench)
     return res
 
 

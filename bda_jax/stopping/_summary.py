@@ -15,7 +15,7 @@ import numpy as np
 
 from .._core.errors import BdaError, DataError
 from ..datasets import recover_dase_gold
-from ._baselines import correctness
+from ._baselines import answers_correct
 from ._replay import ReplayRecord, load_history_batch, replay_history
 from ._rules import COMMITS, DISPATCHED
 
@@ -24,9 +24,9 @@ __all__ = ["ReplaySummary", "accuracy_coverage", "commit_partition", "replay_sum
 
 
 def _correct(records: Sequence[ReplayRecord], gold, benchmark: str) -> np.ndarray:
-    """bool [B]: each record's answer is its problem's gold (:func:`correctness`)."""
-    return correctness([r.answer for r in records], [r.idx for r in records], gold or {},
-                       benchmark)
+    """bool [B]: each record's answer is its problem's gold (:func:`answers_correct`)."""
+    return answers_correct([r.answer for r in records], [r.idx for r in records], gold or {},
+                           benchmark)
 
 
 def commit_partition(records: Sequence[ReplayRecord], gold, benchmark: str = "aime") -> dict:
