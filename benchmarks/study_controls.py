@@ -1,5 +1,6 @@
-"""Issue-4 control studies on simulated councils ([BDA] Appendix F.5, F.9, F.11, F.12, F.14),
-written to JSON and docs.
+"""The control studies on simulated councils ([BDA] Appendix F.5, F.9, F.11, F.12, F.14),
+written to JSON and docs: the library's full ``controls`` preset
+(``bda_jax.adversarial.run_study``; ``bda study controls`` runs the same).
 
 The paper's binary regime: ``simulate_council(seed, 1500, [0.74, 0.68, 0.68],
 seeds_per_question=3)`` (4,500 traces, clusters = questions). Attacked cells use the live
@@ -18,7 +19,7 @@ to the coalition's answer when challenged; 0 = off).
 5. Weak-seat swap (F.14): seat A3 replaced by an honest near-chance seat (0.52) and by a
    partially adversarial seat at compliance 0.25 (about the same round-0 accuracy) and 0.5.
 
-Run: ``python benchmarks/study_controls.py`` (about 6-8 minutes on 2 cores); writes
+Run: ``python -m benchmarks.study_controls`` (about 6-8 minutes on 2 cores); writes
 benchmarks/results/study_controls.json and docs/results-controls.md. ``--seed S`` changes the
 simulation seed (default 0); ``--cache PATH`` keeps each finished study in an append-only JSON
 Lines file, so a run killed midway resumes without recomputing them.
@@ -29,32 +30,16 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
+import jax
+
+from bda_jax.adversarial import ControlStudy, run_study
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import jax  # noqa: E402
-
-import bda_jax  # noqa: E402
-from bda_jax._core.cache import CellCache, fingerprint  # noqa: E402
-from bda_jax.adversarial._controls import (ControlStudy, label_permutation_control,  # noqa: E402
-                                   policy_shift, recalibration_under_attack, round0_truncation,
-                                   weak_seat_swap)
-from bda_jax.simulate import Behavior, simulate_council  # noqa: E402
-
-R = [0.74, 0.68, 0.68]
-N_QUESTIONS, SEEDS_PER_Q = 1500, 3
-COMPLIANCE, CONTAGION = 0.9, 0.3
-RELENT = 0.2        # adversary_relent matching the live full-trace r_i (Appendix G.1)
-ARMS = ("bda-per-agent", "bda-confusion", "stacking")
-ADV = {"clean": None, "k=1": {0: COMPLIANCE}, "k=2": {0: COMPLIANCE, 1: COMPLIANCE}}
-
-
-def council(seed, cell, contagion=0.0, **kw):
-    return simulate_council(seed, N_QUESTIONS, R, seeds_per_question=SEEDS_PER_Q,
-                            adversaries=ADV[cell], contagion=contagion, **kw)
+CONTAGION = 0.3     # the attacked cells' contagion in the preset
+RELENT = 0.2        # the preset's relenting adversaries, as the live full-trace r_i (G.1)
 
 
 def f3(x):
@@ -72,34 +57,32 @@ def md_table(header, rows):
 
 def main(seed: int = 0, cache_path=None):
     t0 = time.time()
+    started = []                              # (cell, time) as each cell starts, then the end
+
+    def progress(what, done, total):
+        started.append((what.removeprefix("controls: "), time.time()))
+        print(f"{what} ({done}/{total})", flush=True)
+
+    run = run_study("controls", seed=seed, cache=cache_path, progress=progress)
+    cfg = run.config
+    seconds = {a[0]: b[1] - a[1] for a, b in zip(started, started[1:])}
+    studies, timings = {}, {}                 # study -> {cell label: ControlStudy}, seconds
+    for spec in cfg["cells"]:
+        label = spec["council"]["label"] if "council" in spec else None
+        studies.setdefault(spec["study"], {})[label] = ControlStudy.from_json(
+            run.result["studies"][spec["name"]])
+        timings[spec["study"]] = timings.get(spec["study"], 0.0) + seconds[spec["name"]]
+    rel, n_questions, spq = cfg["reliabilities"], cfg["n_questions"], cfg["seeds_per_question"]
+    compliance, arms = cfg["compliance"], tuple(cfg["arms"])
     out = {"schema_version": 1, "seed": seed, "regime": {
-        "reliabilities": R, "n_questions": N_QUESTIONS, "seeds_per_question": SEEDS_PER_Q,
-        "compliance": COMPLIANCE, "contagion": CONTAGION, "k=1": "seat A1", "k=2": "seats A1, A2"},
+        "reliabilities": rel, "n_questions": n_questions, "seeds_per_question": spq,
+        "compliance": compliance, "contagion": CONTAGION, "k=1": "seat A1", "k=2": "seats A1, A2"},
         "platform": {"python": platform.python_version(), "jax": jax.__version__,
                      "backend": jax.default_backend(), "cpus": os.cpu_count()}}
-    md, timings = [], {}
-    cache = None if cache_path is None else CellCache(cache_path, fingerprint(
-        "study_controls", seed, R, N_QUESTIONS, SEEDS_PER_Q, COMPLIANCE, CONTAGION, RELENT, ARMS,
-        bda_jax.__version__))
-
-    def run(key, compute):
-        """Compute one study, or read it back from the cache of an interrupted run."""
-        if cache is None:
-            return compute()
-        return ControlStudy.from_json(cache.get_or_compute(key, lambda: compute().to_json()))
+    md = []
 
     # ------------------------------------------------------------------ 1. label permutation
-    t = time.time()
-    perm = {}
-    for cell in ("clean", "k=1", "k=2"):
-        perm[cell] = run(f"label_permutation/{cell}", lambda: label_permutation_control(
-            council(seed, cell, CONTAGION if cell != "clean" else 0.0), ARMS, seed=seed))
-    perm["K=3 k=2 shift"] = run("label_permutation/K=3 k=2 shift", lambda: (
-        label_permutation_control(simulate_council(
-            seed, N_QUESTIONS, R, seeds_per_question=SEEDS_PER_Q, n_candidates=3,
-            adversaries=ADV["k=2"], contagion=CONTAGION, adversary_target="shift"),
-            ARMS, seed=seed)))
-    timings["label_permutation"] = time.time() - t
+    perm = studies["label_permutation"]
     out["label_permutation"] = {c: s.to_json() for c, s in perm.items()}
     rows = []
     for cell, s in perm.items():
@@ -115,17 +98,7 @@ def main(seed: int = 0, cache_path=None):
            *md_table(["cell", "arm", "original", "permuted", "Δ", "Δ expected"], rows), ""]
 
     # ------------------------------------------------------------------ 2. round-0 truncation
-    t = time.time()
-    trunc = {"clean": run("round0/clean", lambda: round0_truncation(
-        council(seed, "clean"), ARMS, seed=seed))}
-    for relent in (0.0, RELENT):
-        for cell in ("k=1", "k=2"):
-            for c in (0.0, CONTAGION):
-                name = f"{cell} contagion {c:g} relent {relent:g}"
-                trunc[name] = run(f"round0/{name}", lambda: round0_truncation(
-                    council(seed, cell, c, behavior=Behavior(adversary_relent=relent)), ARMS,
-                    seed=seed))
-    timings["round0_truncation"] = time.time() - t
+    trunc = studies["round0_truncation"]
     out["round0_truncation"] = {c: s.to_json() for c, s in trunc.items()}
     rows = []
     for cell, s in trunc.items():
@@ -147,11 +120,7 @@ def main(seed: int = 0, cache_path=None):
            *md_table(["cell", "seat", "r_i round 0", "r_i full"], seat_rows), ""]
 
     # ------------------------------------------------------------------ 3. recalibration
-    t = time.time()
-    recal = run("recalibration", lambda: recalibration_under_attack(
-        {"clean": council(seed, "clean"), "k=2": council(seed, "k=2", CONTAGION)},
-        ("majority",) + ARMS, label_budget=25, seed=seed))
-    timings["recalibration"] = time.time() - t
+    recal = studies["recalibration_under_attack"][None]
     out["recalibration_under_attack"] = recal.to_json()
     rows = [[r["council"], r["arm"], f3(r["accuracy"]), f3(r["accuracy_iso"]),
              f"{f3(r['ece_ew'])} → {f3(r['ece_ew_iso'])}", f3(r["brier_mc_iso"])]
@@ -165,28 +134,20 @@ def main(seed: int = 0, cache_path=None):
                      rows), ""]
 
     # ------------------------------------------------------------------ 4. policy shift
-    t = time.time()
-    shift = run("policy_shift", lambda: policy_shift(
-        seed=seed, n_questions=N_QUESTIONS, reliabilities=R, n_candidates=3,
-        adversaries=ADV["k=2"], seeds_per_question=SEEDS_PER_Q, contagion=CONTAGION, arms=ARMS))
-    timings["policy_shift"] = time.time() - t
+    shift = studies["policy_shift"][None]
     out["policy_shift"] = shift.to_json()
     pairs = ["A->A", "B->B", "A->B", "B->A"]
     rows = [[p.replace("->", " → ") + (" (shift)" if p[0] != p[-1] else "")]
-            + [f3(shift.plot[a][p]) for a in ARMS] for p in pairs]
+            + [f3(shift.plot[a][p]) for a in arms] for p in pairs]
     md += ["## Wrong-answer policy shift (F.12, Table 18)", "",
-           f"K = 3, k = 2 (compliance {COMPLIANCE}), contagion {CONTAGION}; policy A: the "
+           f"K = 3, k = 2 (compliance {compliance}), contagion {CONTAGION}; policy A: the "
            "coalition argues the question's distractor (a random wrong slot), B: candidate "
            "gold + 1 (label-systematic). Calibrate on half the questions under one policy, "
            "deploy on the other half under either; accuracy on the deployment half.", "",
-           *md_table(["cal → dep", *ARMS], rows), ""]
+           *md_table(["cal → dep", *arms], rows), ""]
 
     # ------------------------------------------------------------------ 5. weak seat
-    t = time.time()
-    weak = run("weak_seat_swap", lambda: weak_seat_swap(
-        seed, N_QUESTIONS, R, seat=2, mediocre=0.52, adversary_rate=(0.25, 0.5),
-        seeds_per_question=SEEDS_PER_Q, arms=("majority",) + ARMS))
-    timings["weak_seat_swap"] = time.time() - t
+    weak = studies["weak_seat_swap"][None]
     out["weak_seat_swap"] = weak.to_json()
     rows = [[r["council"], r["arm"], f3(r["accuracy"]), s3(r["delta_accuracy"]), f3(r["ece_ew"])]
             for r in weak.table]
@@ -204,12 +165,12 @@ def main(seed: int = 0, cache_path=None):
            *md_table(["council", "seat", "role", "round-0 acc.", "r_i", "μ_i", "weight",
                       "confusion weight"], seat_rows), ""]
 
-    # ------------------------------------------------------------------ done-when bullets
-    checks = done_when(perm, trunc, shift, weak)
+    # ------------------------------------------------------------------ acceptance
+    checks = done_when(perm, trunc, shift, weak, arms)
     out["done_when"] = checks
     out["timings_s"] = timings
     out["elapsed_s"] = time.time() - t0
-    md = ["## Issue 4 acceptance (controls)", "",
+    md = ["## Acceptance (controls)", "",
           *md_table(["check", "holds", "detail"],
                     [[c["check"], "yes" if c["holds"] else "**no**", c["detail"]]
                      for c in checks]), "", *notes(trunc, recal), ""] + md
@@ -221,15 +182,15 @@ def main(seed: int = 0, cache_path=None):
     doc = ROOT / "docs" / "results-controls.md"
     doc.write_text(
         "# Control studies on simulated councils\n\n"
-        "Generated by `python benchmarks/study_controls.py` (simulation seed "
+        "Generated by `python -m benchmarks.study_controls` (simulation seed "
         f"{seed}, {out['elapsed_s']:.0f} s on {os.cpu_count()} CPU cores); numbers from "
-        "`benchmarks/results/study_controls.json`. API: `bda_jax.adversarial._controls` "
+        "`benchmarks/results/study_controls.json`. API: `bda_jax.adversarial` "
         "(`label_permutation_control`, `round0_truncation`, `recalibration_under_attack`, "
         "`policy_shift`, `weak_seat_swap`), each returning a tidy `table`, its `plot` data and "
         "`params`. Regime: the paper's binary council, 3 seats at .74/.68/.68, 3 rounds, "
-        f"{N_QUESTIONS:,} questions × {SEEDS_PER_Q} seeds, 5 outer folds grouped by question, "
+        f"{n_questions:,} questions × {spq} seeds, 5 outer folds grouped by question, "
         "every training task labeled unless a budget is stated. Attacked cells: seat A1 (k = 1) "
-        f"or A1, A2 (k = 2) comply on {COMPLIANCE:.0%} of the tasks (the live coalition's "
+        f"or A1, A2 (k = 2) comply on {compliance:.0%} of the tasks (the live coalition's "
         "measured 87–92 %). The simulator is not the paper's live council (docs/simulator.md); "
         "where its numbers differ from the paper's, the table says so.\n\n"
         + "\n".join(md) + "\n")
@@ -273,8 +234,8 @@ def notes(trunc, recal):
     ]
 
 
-def done_when(perm, trunc, shift, weak):
-    """The issue's Done-when bullets (controls part) and the shapes the tests assert."""
+def done_when(perm, trunc, shift, weak, arms):
+    """The acceptance criteria (controls part) and the shapes the tests assert."""
     checks = []
     worst = max((abs(s.row(arm=a)["delta_accuracy"]), f"{cell}/{a}")
                 for cell, s in perm.items() if not cell.startswith("K=3")
@@ -298,7 +259,7 @@ def done_when(perm, trunc, shift, weak):
                             "adversaries)",
                    "holds": all(d < 0 for d in per_cell.values()),
                    "detail": "; ".join(f"{c}: Δ(full−r0) {d:+.3f}" for c, d in per_cell.items())})
-    all_pairs = [(c, a, trunc[c].row(arm=a)["delta_accuracy"]) for c in cells for a in ARMS]
+    all_pairs = [(c, a, trunc[c].row(arm=a)["delta_accuracy"]) for c in cells for a in arms]
     n_r0 = sum(d < 0 for _, _, d in all_pairs)
     checks.append({"check": "round 0 more accurate, contagion-on cells × arms (paper: 11 of 12)",
                    "holds": n_r0 == len(all_pairs),

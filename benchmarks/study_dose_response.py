@@ -1,14 +1,15 @@
-"""Issue-4 dose-response study: the count-level adversary of [BDA] Appendix F.3 (Table 12).
+"""The dose-response study: the count-level adversary of [BDA] Appendix F.3 (Table 12).
 
-Binary regime of the BDA paper: 3 seats at .74/.68/.68, 3 rounds, 1,500 questions x 3 seeds
-(simulate_council(0, 1500, [0.74, 0.68, 0.68], seeds_per_question=3)). For p_wrong in
-{0, .2, .4, .5, .6, .8, 1} and the regimes persistent k=1 (seat A1), persistent k=2 (A1, A2) and
-rotating k=2 (two seats drawn per task), the traces are corrupted with
+The library's full ``dose-response`` preset (``bda_jax.adversarial.run_study``; ``bda study
+dose-response`` runs the same): the paper's binary regime, 3 seats at .74/.68/.68, 3 rounds,
+1,500 questions x 3 seeds (simulate_council(0, 1500, [0.74, 0.68, 0.68], seeds_per_question=3)).
+For p_wrong in {0, .2, .4, .5, .6, .8, 1} and the regimes persistent k=1 (seat A1), persistent
+k=2 (A1, A2) and rotating k=2 (two seats drawn per task), the traces are corrupted with
 ``corrupt_traces(..., seed=0)`` (fixed wrong answer per task; at K = 2 the wrong answer) and the
 arms are evaluated with ``bda_jax.evaluate`` on the same 5 outer folds, every training task
-labeled (the calibration folds see the corruption). Then the issue's thresholds are checked.
+labeled (the calibration folds see the corruption). Then the acceptance thresholds are checked.
 
-Run: ``python benchmarks/study_dose_response.py [--cache PATH]`` (about a minute on 2 cores);
+Run: ``python -m benchmarks.study_dose_response [--cache PATH]`` (about a minute on 2 cores);
 writes benchmarks/results/study_dose_response.json and docs/results-adversarial-dose.md.
 ``--cache`` makes an interrupted run resumable (finished cells are kept in that JSON Lines file).
 """
@@ -17,18 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bda_jax.adversarial._attacks import dose_response  # noqa: E402
-from bda_jax.simulate import simulate_council  # noqa: E402
+from bda_jax.adversarial import run_study
 
-ARMS = ("majority", "bda-shared", "bda-per-agent", "bda-confusion")
-P_GRID = (0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0)
-REGIMES = (("persistent", 1), ("persistent", 2), ("rotating", 2))
+ROOT = Path(__file__).resolve().parents[1]
 
 # [BDA] Table 12 (real binary pool, three seeds), for side-by-side reading only
 PAPER = {
@@ -57,8 +52,8 @@ def dips_then_rises(xs):
     return 0 < j < len(xs) - 1 and xs[j] < xs[0] and xs[-1] > xs[j]
 
 
-def checks(piv):
-    p = list(P_GRID)
+def checks(piv, p_grid):
+    p = list(p_grid)
     k2, rot = piv["persistent k=2"], piv["rotating k=2"]
     out = [
         ("persistent k=2, p=1: per-agent >= 0.85", k2["bda-per-agent"][-1] >= 0.85,
@@ -83,9 +78,9 @@ def checks(piv):
     return [{"check": name, "holds": bool(ok), "value": val} for name, ok, val in out]
 
 
-def block(piv, metric_name, paper=False):
-    lines = ["| regime | arm | " + " | ".join(f"{p:g}" for p in P_GRID) + " |",
-             "|---|---|" + "---|" * len(P_GRID)]
+def block(piv, p_grid, paper=False):
+    lines = ["| regime | arm | " + " | ".join(f"{p:g}" for p in p_grid) + " |",
+             "|---|---|" + "---|" * len(p_grid)]
     for regime, series in piv.items():
         for arm, vals in series.items():
             cells = []
@@ -103,29 +98,31 @@ def main():
     ap.add_argument("--cache", default=None, help="JSON Lines file of finished cells (an interrupted run resumes)")
     args = ap.parse_args()
     t0 = time.time()
-    traces = simulate_council(0, 1500, [0.74, 0.68, 0.68], seeds_per_question=3)
-    dr = dose_response(traces, ARMS, P_GRID, REGIMES, folds=5, seed=0, cache=args.cache,
-                       progress=lambda r, p, s: print(f"{r} p={p:g}: {s:.1f} s", flush=True))
-    acc, ece = dr.pivot("accuracy"), dr.pivot("ece_ew")
-    result = checks(acc)
+    run = run_study("dose-response", seed=0, cache=args.cache,
+                    progress=lambda what, done, total: print(f"{what} ({done}/{total})",
+                                                             flush=True))
+    cfg, study = run.config, run.result["result"]
+    p_grid = cfg["p_grid"]
+    acc, ece = run.result["accuracy"], run.result["ece_ew"]
+    result = checks(acc, p_grid)
     elapsed = time.time() - t0
     out = {"schema_version": 1,
-           "setup": {"simulate_council": {"seed": 0, "n_questions": 1500,
-                                          "reliabilities": [0.74, 0.68, 0.68],
-                                          "seeds_per_question": 3},
+           "setup": {"simulate_council": {"seed": 0, "n_questions": cfg["n_questions"],
+                                          "reliabilities": cfg["reliabilities"],
+                                          "seeds_per_question": cfg["seeds_per_question"]},
                      "corrupt_traces": {"seed": 0, "target": "fixed-wrong",
                                         "persistent_seats": {"1": ["A1"], "2": ["A1", "A2"]}},
-                     "evaluate": {"folds": 5, "seed": 0, "label_budget": None}},
-           "study": dr.to_json(), "accuracy": acc, "ece_ew": ece, "checks": result,
+                     "evaluate": {"folds": cfg["folds"], "seed": 0, "label_budget": None}},
+           "study": study, "accuracy": acc, "ece_ew": ece, "checks": result,
            "elapsed_s": elapsed}
     res = ROOT / "benchmarks" / "results" / "study_dose_response.json"
     tmp = res.with_suffix(".tmp")
     tmp.write_text(json.dumps(out, indent=1, allow_nan=False))
     os.replace(tmp, res)
 
-    summ = {r["regime"]: r["redirect_rate"] for r in dr.rows if r["p_wrong"] == 1.0}
+    summ = {r["regime"]: r["redirect_rate"] for r in study["rows"] if r["p_wrong"] == 1.0}
     md = ["# Adversarial dose-response ([BDA] Appendix F.3, Table 12)", "",
-          "Generated by `python benchmarks/study_dose_response.py`; numbers from "
+          "Generated by `python -m benchmarks.study_dose_response`; numbers from "
           "`benchmarks/results/study_dose_response.json`.", "",
           "Council: `simulate_council(0, 1500, [0.74, 0.68, 0.68], seeds_per_question=3)` "
           "(4,500 binary traces, 3 rounds; docs/simulator.md). Attack: "
@@ -138,9 +135,9 @@ def main():
           "(grouped by question), every training task labeled; p_wrong = 0 is the clean "
           "council (one cell shared by the regimes).", "",
           "## Accuracy (the paper's Table 12 in parentheses: a real binary LLM pool, not "
-          "this simulator)", "", block(acc, "accuracy", paper=True), "",
-          "## ECE_ew (10 equal-width bins)", "", block(ece, "ece_ew"), "",
-          "## Issue 4 thresholds", "", "| check | holds | value |", "|---|---|---|"]
+          "this simulator)", "", block(acc, p_grid, paper=True), "",
+          "## ECE_ew (10 equal-width bins)", "", block(ece, p_grid), "",
+          "## Acceptance thresholds", "", "| check | holds | value |", "|---|---|---|"]
     for c in result:
         val = c["value"]
         val = "" if val is None else (f"{val:.3f}" if isinstance(val, float) else str(val))
@@ -161,7 +158,7 @@ def main():
            "", f"Run time: {elapsed:.0f} s on this machine (CPU)."]
     doc = ROOT / "docs" / "results-adversarial-dose.md"
     doc.write_text("\n".join(md) + "\n")
-    print(block(acc, "accuracy", paper=True))
+    print(block(acc, p_grid, paper=True))
     for c in result:
         print(("HOLDS " if c["holds"] else "FAILS ") + c["check"],
               "" if c["value"] is None else c["value"])

@@ -1,14 +1,16 @@
-"""Issue-4 sleeper study ([BDA] Appendix F.8) with the row-drift monitor (F.13).
+"""The sleeper study ([BDA] Appendix F.8) with the row-drift monitor (F.13).
 
-The paper's binary regime: 3 seats at .74/.68/.68, K = 2, 3 rounds, 1,500 questions x 3 seeds per
-question, split by question into a clean reference window, a calibration window contaminated at
-f and an attacked deployment window (1,500 traces each); persistent coalition on seats A1 and A2
-(compliance 0.6 per task, which puts deployment majority at the paper's live ~0.37). The full
-f grid {0, .1, ..., 1} x 3 study seeds x arms (majority, BDA per-agent, BDA confusion, plus the
-stacker and the gated vote of Figure 7), then a compliance sensitivity (0.7 and the always-wrong
-1.0) on seed 0. Records whether the issue's Done-when bullet for the sleeper holds.
+The library's full ``sleeper`` preset (``bda_jax.adversarial.run_study``; ``bda study sleeper``
+runs the same): the paper's binary regime, 3 seats at .74/.68/.68, K = 2, 3 rounds, 1,500
+questions x 3 seeds per question, split by question into a clean reference window, a calibration
+window contaminated at f and an attacked deployment window (1,500 traces each); persistent
+coalition on seats A1 and A2 (compliance 0.6 per task, which puts deployment majority at the
+paper's live ~0.37). The full f grid {0, .1, ..., 1} x 3 study seeds x arms (majority, BDA
+per-agent, BDA confusion, plus the stacker and the gated vote of Figure 7), then a compliance
+sensitivity (0.7 and the always-wrong 1.0) on seed 0. Records whether the acceptance criterion
+for the sleeper holds.
 
-Run: ``python benchmarks/study_sleeper.py [--cache PATH]`` (about a minute on 2 cores); writes
+Run: ``python -m benchmarks.study_sleeper [--cache PATH]`` (about a minute on 2 cores); writes
 benchmarks/results/study_sleeper.json and docs/results-sleeper.md. ``--cache`` keeps each
 finished study seed in an append-only JSON Lines file, so a killed run resumes.
 """
@@ -17,20 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import bda_jax  # noqa: E402
-from bda_jax._core.cache import CellCache, fingerprint  # noqa: E402
-from bda_jax.adversarial._drift import F_GRID, SleeperStudy, sleeper_study  # noqa: E402
+from bda_jax.adversarial import F_GRID, SleeperStudy, run_study
 
-SEEDS = (0, 1, 2)
-ARMS = ("majority", "bda-per-agent", "bda-confusion", "stacking", "gated-vote")
+ROOT = Path(__file__).resolve().parents[1]
 MONITOR = ("drift", "floor", "drift_ratio", "drift_paired", "drift_ratio_paired")
 # [BDA] Appendix F.8 / F.13 (live binary council, three seeds): for comparison only
 PAPER = {"bda-per-agent": {0.0: 0.17, 0.2: 0.45, 0.3: 0.56, 0.4: 0.63, 1.0: 0.72},
@@ -50,7 +46,7 @@ def curves(study):
 
 
 def done_when(per_seed, f_grid):
-    """The issue's sleeper bullet on the seed-mean curves, plus per-seed detail."""
+    """The acceptance criterion for the sleeper on the seed-mean curves, plus per-seed detail."""
     f = list(f_grid)
     i0, i2, i1, i10 = f.index(0.0), f.index(0.2), f.index(0.1), f.index(1.0)
     mean = lambda arm, col: np.mean([c[arm][col] for c in per_seed], 0)
@@ -96,35 +92,26 @@ def fmt(x):
 
 def main(cache_path=None):
     t0 = time.time()
-    cache = None if cache_path is None else CellCache(cache_path, fingerprint(
-        "study_sleeper", SEEDS, F_GRID, ARMS, bda_jax.__version__))
-
-    def run(key, **kwargs):
-        """One sleeper study, or its result read back from the cache of an interrupted run."""
-        compute = lambda: sleeper_study(f_grid=F_GRID, n_questions=1500, **kwargs)
-        if cache is None:
-            return compute()
-        return SleeperStudy.from_json(cache.get_or_compute(key, lambda: compute().to_json()))
-
-    runs = {}
-    for seed in SEEDS:
-        runs[seed] = run(f"seed={seed}", seed=seed, arms=ARMS)
-    per_seed = [curves(runs[s]) for s in SEEDS]
-    checks, shapes = done_when(per_seed, F_GRID)
+    run = run_study("sleeper", seed=0, cache=cache_path,
+                    progress=lambda what, done, total: print(f"{what} ({done}/{total})",
+                                                             flush=True))
+    seeds, arms = run.result["setup"]["seeds"], run.config["arms"]
+    f_grid = run.config["f_grid"]
+    runs = {s: SleeperStudy.from_json(run.result["per_seed"][str(s)]) for s in seeds}
+    per_seed = [curves(runs[s]) for s in seeds]
+    checks, shapes = done_when(per_seed, f_grid)
     sens = {}
-    for compliance in (0.7, 1.0):
-        st = run(f"compliance={compliance}", seed=0, arms=ARMS[:3], compliance=compliance)
-        sens[str(compliance)] = st.to_json()
-        c = curves(st)
-        sens[str(compliance)]["done_when"] = done_when([c], F_GRID)[0]
+    for compliance, js in run.result["compliance_sensitivity"].items():
+        sens[compliance] = dict(js)
+        sens[compliance]["done_when"] = done_when([curves(SleeperStudy.from_json(js))], f_grid)[0]
     elapsed = time.time() - t0
 
     mean = {arm: {col: np.mean([c[arm][col] for c in per_seed], 0).tolist()
-                  for col in per_seed[0][arm]} for arm in list(ARMS) + ["monitor"]}
-    out = {"schema_version": 1, "seeds": list(SEEDS), "f_grid": list(F_GRID),
-           "config": runs[SEEDS[0]].config, "mean_over_seeds": mean,
+                  for col in per_seed[0][arm]} for arm in list(arms) + ["monitor"]}
+    out = {"schema_version": 1, "seeds": list(seeds), "f_grid": f_grid,
+           "config": runs[seeds[0]].config, "mean_over_seeds": mean,
            "done_when": checks, "shapes": shapes,
-           "per_seed": {str(s): runs[s].to_json() for s in SEEDS},
+           "per_seed": {str(s): run.result["per_seed"][str(s)] for s in seeds},
            "compliance_sensitivity_seed0": sens, "elapsed_s": elapsed}
     res = ROOT / "benchmarks" / "results" / "study_sleeper.json"
     tmp = res.with_suffix(".tmp")
@@ -133,7 +120,7 @@ def main(cache_path=None):
 
     # ---------------------------------------------------------------- docs
     md = ["# Sleeper study and row-drift monitor ([BDA] Appendix F.8, F.13)", "",
-          "Generated by `benchmarks/study_sleeper.py` "
+          "Generated by `python -m benchmarks.study_sleeper` "
           f"({elapsed:.0f} s; numbers in `benchmarks/results/study_sleeper.json`).", "",
           "**Setup.** Binary council, seats A1/A2/A3 at .74/.68/.68, 3 rounds, 1,500 questions x 3 "
           "seeds per question, simulated clean and attacked with the same seed (the twins share "
@@ -149,11 +136,11 @@ def main(cache_path=None):
           "is drift against the disjoint clean reference (what a deployed monitor sees); "
           "`paired` is drift against the clean twins of the same calibration tasks (pure signal, "
           "the reading under which the paper's drift is linear in f). Mean over study seeds "
-          f"{list(SEEDS)}.", "",
+          f"{list(seeds)}.", "",
           "| f | majority | per-agent acc | per-agent ECE | confusion acc | confusion ECE | "
           "stacking | gated vote | drift | floor | ratio | paired drift | paired ratio |",
           "|---" * 13 + "|"]
-    for k, f in enumerate(F_GRID):
+    for k, f in enumerate(f_grid):
         m = lambda arm, col: mean[arm][col][k]
         md.append(f"| {f:.1f} | {fmt(m('majority', 'accuracy'))} | "
                   f"{fmt(m('bda-per-agent', 'accuracy'))} | {fmt(m('bda-per-agent', 'ece_ew'))} | "
@@ -167,7 +154,7 @@ def main(cache_path=None):
            + "; confusion " + ", ".join(f"{v:.2f} at f={f}" for f, v in PAPER["bda-confusion"].items())
            + "; majority 0.37; drift " + ", ".join(f"{v:.3f} at f={f}" for f, v in PAPER["drift"].items())
            + f" against a floor of {PAPER_FLOOR}.", "",
-           "## Done when (issue 4, sleeper bullet)", "",
+           "## Acceptance (sleeper)", "",
            "| check | holds | numbers |", "|---|---|---|"]
     c = checks["per_agent_below_majority_at_f0"]
     md.append(f"| at f = 0 per-agent is below majority | {c['holds']} | per-agent "
@@ -188,9 +175,9 @@ def main(cache_path=None):
            "| compliance | majority | per-agent f=0 | per-agent f=1 | confusion f=1 | "
            "ratio f=0.1 | ratio f=0.2 | Done-when (below / recovers / alarm) |",
            "|---|---|---|---|---|---|---|---|"]
-    i1, i2 = F_GRID.index(0.1), F_GRID.index(0.2)
-    rows0 = {"0.6": runs[0].to_json()}
-    rows0["0.6"]["done_when"] = done_when([per_seed[0]], F_GRID)[0]
+    i1, i2 = f_grid.index(0.1), f_grid.index(0.2)
+    rows0 = {"0.6": dict(run.result["per_seed"][str(seeds[0])])}
+    rows0["0.6"]["done_when"] = done_when([per_seed[0]], f_grid)[0]
     for comp, js in {**rows0, **sens}.items():
         tab = js["table"]
         get = lambda arm, f, col="accuracy": next(r[col] for r in tab
@@ -198,8 +185,8 @@ def main(cache_path=None):
         dw = js["done_when"]
         md.append(f"| {comp} | {fmt(get('majority', 0.0))} | {fmt(get('bda-per-agent', 0.0))} | "
                   f"{fmt(get('bda-per-agent', 1.0))} | {fmt(get('bda-confusion', 1.0))} | "
-                  f"{get('majority', F_GRID[i1], 'drift_ratio'):.2f} | "
-                  f"{get('majority', F_GRID[i2], 'drift_ratio'):.2f} | "
+                  f"{get('majority', f_grid[i1], 'drift_ratio'):.2f} | "
+                  f"{get('majority', f_grid[i2], 'drift_ratio'):.2f} | "
                   f"{dw['per_agent_below_majority_at_f0']['holds']} / "
                   f"{dw['per_agent_recovers_as_f_grows']['holds']} / "
                   f"{dw['drift_alarm_exceeds_twice_floor_by_f02']['holds']} |")

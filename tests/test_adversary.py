@@ -1,6 +1,6 @@
-"""Count-level adversary and dose-response study (issue 4, items 1 and 3; [BDA] §7, F.1, F.3).
+"""Count-level adversary and dose-response study ([BDA] §7, Appendix F.1, F.3).
 
-The shape assertions are the issue's "Done when" items, on grids small enough to be robust.
+The shape assertions are the acceptance criteria, on grids small enough to be robust.
 """
 import json
 
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.adversarial._attacks import (DoseResponse, corrupt_traces, corruption_summary,
-                                    dose_response)
+from bda_jax.adversarial import DoseResponse, corrupt_traces, corruption_summary, dose_response
 from bda_jax.simulate import simulate_council
 
 RELS = [0.74, 0.68, 0.68]

@@ -1,7 +1,7 @@
 import pytest
 
 import bda_jax as bda
-from bda_jax.adversarial._coalition import coalition_report
+from bda_jax.adversarial import coalition_report
 from bda_jax.simulate import simulate_council
 
 

@@ -1,4 +1,4 @@
-"""Control studies of the adversarial suite (issue 4, item 3; [BDA] Appendix F.5, F.9, F.11,
+"""Control studies of the adversarial suite ([BDA] Appendix F.5, F.9, F.11,
 F.12, F.14) on small simulated councils.
 
 The asserted shapes are the paper's (Tables 14, 15, 17, 18, F.14), checked where the simulator
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.adversarial._controls import (ControlStudy, label_permutation_control, onecoin_weight,
-                                   policy_shift, recalibration_under_attack, round0_truncation,
-                                   weak_seat_swap)
+from bda_jax.adversarial import (ControlStudy, label_permutation_control, onecoin_weight,
+                                 policy_shift, recalibration_under_attack, round0_truncation,
+                                 weak_seat_swap)
 from bda_jax.simulate import Behavior, simulate_council
 
 R = [0.74, 0.68, 0.68]          # the paper's binary regime

@@ -1,6 +1,6 @@
-"""Row-drift monitor and the sleeper study (issue 4; [BDA] Appendix F.8 and F.13).
+"""Row-drift monitor and the sleeper study ([BDA] Appendix F.8 and F.13).
 
-The sleeper thresholds are the issue's Done-when bullet ("at f = 0 per-agent is below majority
+The sleeper thresholds are the acceptance criterion ("at f = 0 per-agent is below majority
 and recovers as f grows; the drift alarm exceeds twice its noise floor by f = 0.2"), asserted on a
 small f grid at the paper's window size (1,500 traces per window; smaller windows raise the floor).
 """
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import bda_jax as bda
-from bda_jax.adversarial._drift import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
-                                row_drift, sleeper_study)
 from bda_jax import DataError
+from bda_jax.adversarial import (F_GRID, DriftReport, RowDriftMonitor, SleeperStudy, noise_floor,
+                                 row_drift, sleeper_study)
 from bda_jax.simulate import simulate_council
 
 REL = [0.74, 0.68, 0.68]

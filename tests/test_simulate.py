@@ -1,4 +1,4 @@
-"""The council simulator (issue 3, item 6; docs/evaluation.md: simulators must not be their own oracle)."""
+"""The council simulator (docs/simulator.md; docs/evaluation.md: simulators must not be their own oracle)."""
 import collections
 import time
 

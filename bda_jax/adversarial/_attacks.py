@@ -55,10 +55,13 @@ from typing import Sequence
 
 import numpy as np
 
+from .._core.counts import tally
 from .._core.errors import DataError
-from .._core.cache import CellCache
 from .._core.normalize import Normalizer, default_normalizer
+from .._core.selection import make_folds
 from .._core.traces import Move, Trace, resolve_trace
+from ..aggregators import evaluate
+from ._cells import cell, open_cells
 
 __all__ = ["corrupt_traces", "corruption_summary", "dose_response", "DoseResponse",
            "DEFAULT_P_GRID", "DEFAULT_REGIMES"]
@@ -448,16 +451,14 @@ def dose_response(traces: Sequence[Trace],
     clean traces with ``seed``, or explicit fold ids) and the same agent order. p_wrong = 0 is the
     clean council, evaluated once and shared by the regimes.
 
-    ``cache``: optional path of a :class:`~bda_jax._core.cache.CellCache` (append-only JSON
-    Lines) holding finished cells; an interrupted grid — even one killed by SIGKILL — resumes
-    from it (a cache of another study is refused with :class:`ArtifactError`). ``progress``: optional callable receiving
-    ``(regime, p_wrong, seconds)`` after each computed cell.
+    ``cache``: where finished cells are kept so that an interrupted grid — even one killed by
+    SIGKILL — resumes: ``None``, the path of a :class:`~bda_jax.report.CellCache` (append-only
+    JSON Lines, fingerprinted by the traces, arms, folds and settings: a cache of another study
+    is refused with :class:`ArtifactError`) or a cell store (an object with
+    ``get_or_compute(key, compute)``; its keys are ``"clean"`` and ``"<mode>|<k>|<p_wrong>"``).
+    ``progress``: optional callable receiving ``(regime, p_wrong, seconds)`` after each computed
+    cell.
     """
-    # deferred: evaluation imports jax-heavy modules
-    from .._core.counts import tally
-    from ..aggregators._evaluation import evaluate
-    from .._core.selection import make_folds
-
     traces = list(traces)
     arms = tuple(dict.fromkeys(arms))
     if not arms:
@@ -473,35 +474,35 @@ def dose_response(traces: Sequence[Trace],
     clean = tally(traces)
     agents = clean.agents
     fold_ids = make_folds(clean, folds, seed) if isinstance(folds, int) else np.asarray(folds)
-    fp = _fingerprint(traces, arms, fold_ids, seed, label_budget, target)
-    cells = {} if cache is None else CellCache(cache, fp)
+    store = open_cells(cache, lambda: _fingerprint(traces, arms, fold_ids, seed, label_budget,
+                                                   target))
 
-    rows = []
+    def compute(key, mode, k, p, regime):
+        t0 = time.perf_counter()
+        bad = traces if key == "clean" else corrupt_traces(
+            traces, p, k=k, mode=mode, seed=seed, target=target)
+        ev = evaluate(bad, list(arms), folds=fold_ids, label_budget=label_budget,
+                      seed=seed, n_resamples=n_resamples, agents=agents)
+        summ = corruption_summary(bad) if key != "clean" else {"redirect_rate": 0.0}
+        value = {"table": [{c: r[c] for c in ("arm",) + _METRICS}
+                           for r in ev.table if r["arm"] in arms],
+                 "redirect_rate": summ["redirect_rate"]}
+        if progress is not None:
+            progress(regime, p, time.perf_counter() - t0)
+        return value
+
+    cells, rows = {}, []
     for mode, k in regimes:
         regime = _regime_name(mode, k)
         for p in p_grid:
             key = "clean" if p == 0 or k == 0 else f"{mode}|{k}|{p!r}"
-            if key not in cells:
-                t0 = time.perf_counter()
-                bad = traces if key == "clean" else corrupt_traces(
-                    traces, p, k=k, mode=mode, seed=seed, target=target)
-                ev = evaluate(bad, list(arms), folds=fold_ids, label_budget=label_budget,
-                              seed=seed, n_resamples=n_resamples, agents=agents)
-                summ = corruption_summary(bad) if key != "clean" else {"redirect_rate": 0.0}
-                value = {"table": [{c: r[c] for c in ("arm",) + _METRICS}
-                                   for r in ev.table if r["arm"] in arms],
-                         "redirect_rate": summ["redirect_rate"]}
-                if cache is None:
-                    cells[key] = value
-                else:
-                    cells.put(key, value)           # appended and flushed: resumable
-                if progress is not None:
-                    progress(regime, p, time.perf_counter() - t0)
-            cell = cells[key]
-            by_arm = {r["arm"]: r for r in cell["table"]}
+            if key not in cells:                # the clean cell is shared by the regimes
+                cells[key] = cell(store, key, lambda key=key, mode=mode, k=k, p=p, regime=regime:
+                                  compute(key, mode, k, p, regime))
+            by_arm = {r["arm"]: r for r in cells[key]["table"]}
             for arm in arms:
                 row = {"regime": regime, "mode": mode, "k": k, "p_wrong": p, "arm": arm}
                 row.update({c: by_arm[arm][c] for c in _METRICS})
-                row["redirect_rate"] = cell["redirect_rate"]
+                row["redirect_rate"] = cells[key]["redirect_rate"]
                 rows.append(row)
     return DoseResponse(rows, arms, p_grid, regimes, seed, fold_ids, label_budget, target)

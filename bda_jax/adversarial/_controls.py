@@ -31,15 +31,15 @@ import numpy as np
 
 from .._core.counts import Counts, tally
 from .._core.errors import ArtifactError, DataError
-from ..aggregators import evaluate, fold_weights, make_arm
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability
-from ..metrics._scores import summary
 from .._core.selection import make_folds
-from ..simulate._council import simulate_council
+from ..aggregators import evaluate, fold_weights, is_supervised, make_arm
+from ..metrics import summary
+from ..simulate import simulate_council
 
 __all__ = ["ControlStudy", "label_permutation_control", "round0_truncation",
            "recalibration_under_attack", "policy_shift", "weak_seat_swap", "onecoin_weight",
-           "expected_accuracy"]
+           "expected_accuracy", "PAPER_RELIABILITIES"]
 
 SCHEMA_VERSION = 1
 #: The paper's binary regime ([BDA] §5): three seats, move-level reliabilities .74/.68/.68.
@@ -314,7 +314,6 @@ def policy_shift(policies: Mapping[str, Sequence] | None = None, *,
     Table: one row per (calibrate, deploy, arm): ``shifted`` (calibrate != deploy),
     ``accuracy``, ``ece_ew``, ``brier_mc``, ``n``. Plot: per arm, accuracy by ``"cal->dep"``.
     """
-    from ..aggregators import is_supervised
     arms = _arms(arms)
     if not 0.0 < calibrate_fraction < 1.0:
         raise DataError(f"calibrate_fraction must be in (0, 1), got {calibrate_fraction!r}",

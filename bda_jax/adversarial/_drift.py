@@ -45,6 +45,9 @@ from .._core.counts import Counts, tally
 from .._core.errors import ArtifactError, DataError
 from .._core.fitting import fit_confusion
 from .._core.selection import training_weights
+from ..aggregators import is_supervised, make_arm
+from ..metrics import summary
+from ..simulate import simulate_council
 
 __all__ = ["row_drift", "noise_floor", "DriftReport", "RowDriftMonitor", "SleeperStudy",
            "sleeper_study", "F_GRID"]
@@ -368,10 +371,6 @@ def sleeper_study(seed: int = 0, f_grid: Sequence[float] = F_GRID, n_questions: 
     ``n_splits``) is fitted on the reference window and updated with the calibration window.
     ``simulate_options`` go to ``simulate_council`` (e.g. ``contagion``, ``n_candidates``).
     """
-    from ..aggregators._evaluation import ARMS, make_arm          # evaluation imports the aggregators
-    from ..metrics._scores import summary
-    from ..simulate._council import simulate_council
-
     f_grid = [float(f) for f in f_grid]
     if not f_grid or any(not 0.0 <= f <= 1.0 for f in f_grid):
         raise DataError(f"f_grid must hold fractions in [0, 1], got {f_grid!r}", field="f_grid")
@@ -421,7 +420,7 @@ def sleeper_study(seed: int = 0, f_grid: Sequence[float] = F_GRID, n_questions: 
         monitor_rows.append({"f": f, "contaminated": float(hit.mean()), **report.to_dict(),
                              "drift_paired": paired.tolist()})
         for name in arms:
-            supervised = ":" in name or ARMS[name][1]
+            supervised = is_supervised(name)
             if not supervised and name in fixed:
                 proba = fixed[name]
             else:

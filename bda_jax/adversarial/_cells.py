@@ -1,0 +1,35 @@
+"""Where the finished cells of a study are kept, so that an interrupted study resumes.
+
+A *cell store* is any object with ``get_or_compute(key, compute)`` returning the stored value of
+``key`` or else ``compute()`` stored under ``key`` — a :class:`~bda_jax.report.CellCache` (the
+append-only JSON Lines file, flushed after each cell), or a view that a caller such as the demo
+puts in front of its own cache. The studies of this package take ``cache``: ``None`` (nothing
+kept), a path (a ``CellCache`` there, fingerprinted by the study's inputs) or a cell store.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from .._core.cache import CellCache
+
+__all__ = ["open_cells", "cell"]
+
+
+def open_cells(cache, fingerprint: Callable[[], str]):
+    """``None`` -> ``None``; a path -> ``CellCache(path, fingerprint())`` (a cache of other inputs
+    is refused with :class:`~bda_jax.ArtifactError`); a cell store -> itself. ``fingerprint`` is
+    called only for a path."""
+    if cache is None or hasattr(cache, "get_or_compute"):
+        return cache
+    return CellCache(os.fspath(cache), fingerprint())
+
+
+def cell(store, key: str, compute: Callable[[], Any]) -> Any:
+    """The value of cell ``key``: read from ``store``, or computed (and stored). Without a store
+    the value is passed through JSON as a store would keep it (tuples become lists), so a study
+    returns the same values whether it ran with a cache or not."""
+    if store is None:
+        return json.loads(json.dumps(compute(), allow_nan=False))
+    return store.get_or_compute(key, compute)
