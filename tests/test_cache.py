@@ -1,4 +1,4 @@
-"""The append-only cell cache behind resumable studies (issue 4, item 4)."""
+"""The append-only cell cache behind resumable studies and the demo."""
 import json
 import os
 import signal
@@ -6,14 +6,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 import bda_jax as bda
-from bda_jax._core.cache import CellCache, fingerprint
-
-ROOT = Path(__file__).resolve().parents[1]
+from bda_jax.report import CellCache, fingerprint
 
 
 def test_round_trip_and_first_value_wins(tmp_path):
@@ -87,8 +84,7 @@ def test_partial_last_line_is_dropped(tmp_path):
 
 WORKER = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, sys.argv[3])
-    from bda_jax._core.cache import CellCache
+    from bda_jax.report import CellCache
     cache = CellCache(sys.argv[1], "killed-study")
     log = open(sys.argv[2], "a")
     for i in range(6):
@@ -106,7 +102,7 @@ def test_sigkill_midway_then_resume(tmp_path):
     the cache stays readable and the rerun completes the grid."""
     script, cache_path, log = tmp_path / "w.py", tmp_path / "c.jsonl", tmp_path / "computed"
     script.write_text(WORKER)
-    args = [sys.executable, str(script), str(cache_path), str(log), str(ROOT)]
+    args = [sys.executable, str(script), str(cache_path), str(log)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     for _ in range(2):
         assert proc.stdout.readline().startswith("done")

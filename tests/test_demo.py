@@ -1,6 +1,5 @@
 """``bda demo`` end to end (quick mode): the report, the results file, and resuming after a kill."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -9,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bda_jax._core.cache import CellCache
-from bda_jax.report._demo import CACHE_NAME, run_demo
-from bda_jax.report._html import load_results
+from bda_jax.report import CACHE_NAME, CellCache, load_results, run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,10 +65,9 @@ def test_rerun_loads_every_cell(quick, tmp_path):
 
 def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
     cache_path = tmp_path / CACHE_NAME
-    code = "import sys; from bda_jax.report._demo import run_demo; " \
+    code = "import sys; from bda_jax.report import run_demo; " \
            "run_demo(sys.argv[1], quick=True, progress=False)"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 90

@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 from bda_jax import ArtifactError
-from bda_jax.report._html import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
-                                 validate_results)
+from bda_jax.report import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
+                            validate_results)
 
 EVIL = '<script>alert("x")</script>&'
 

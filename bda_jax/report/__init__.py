@@ -1,0 +1,30 @@
+"""Results files and reports: the ``bda demo`` main job, the ``bda evaluate`` results document
+and the self-contained HTML report that renders either.
+
+* ``run_demo`` (settings: ``demo_config``) runs the package end to end on bundled data (a real
+  crowd set, a simulated council under attack, the dose-response and sleeper studies, the DASE
+  excerpts) into ``results.json`` and ``index.html``, resumable from the cell cache
+  ``CACHE_NAME`` in its folder; ``posterior_table`` is its first part, the one-coin posterior
+  of a trace set under a shared prior ([BDA] Eqs. 1-3).
+* ``evaluation_results`` evaluates arms one resumable cell at a time into the document of
+  ``bda evaluate --out`` (kind ``EVALUATION_KIND``).
+* ``load_results`` reads either results file (``evaluation_as_report`` converts an evaluation)
+  and ``validate_results`` checks the report schema (``SCHEMA_VERSION``, ``RESULTS_KIND``);
+  ``render_report`` writes ``index.html``.
+* The file primitives they are written with: ``atomic_write`` (write-then-rename),
+  ``CellCache`` (append-only JSON Lines cells, fingerprinted by their inputs with
+  ``fingerprint``, flushed after each cell, so a killed job resumes) and ``strict_json``.
+"""
+from .._core.cache import CellCache, fingerprint
+from .._core.io import atomic_write
+from ._demo import CACHE_NAME, demo_config, run_demo
+from ._evaluation import EVALUATION_KIND, evaluation_results, labeled_count
+from ._html import (RESULTS_KIND, SCHEMA_VERSION, evaluation_as_report, load_results,
+                    render_report, validate_results)
+from ._json import strict_json
+from ._table import posterior_table
+
+__all__ = ["CACHE_NAME", "CellCache", "EVALUATION_KIND", "RESULTS_KIND", "SCHEMA_VERSION",
+           "atomic_write", "demo_config", "evaluation_as_report", "evaluation_results",
+           "fingerprint", "labeled_count", "load_results", "posterior_table", "render_report",
+           "run_demo", "strict_json", "validate_results"]

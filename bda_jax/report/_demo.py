@@ -8,17 +8,17 @@
 * a **simulated council with a persistent adversarial coalition** (two of five seats argue one
   wrong answer on 90 % of the tasks; :func:`bda_jax.simulate.simulate_council`): the same, plus
   the coalition's compliance and contagion (:func:`bda_jax.adversarial.coalition_report`);
-* a small **dose-response** grid (count-level corruption of a clean council,
-  :func:`bda_jax.adversarial.corrupt_traces`; [BDA] Table 12) and a small **sleeper** curve
-  with the row-drift monitor (:func:`bda_jax.adversarial.sleeper_study`; F.8, F.13);
+* a small **dose-response** grid (count-level corruption of a clean council; [BDA] Table 12) and
+  a small **sleeper** curve with the row-drift monitor ([BDA] Appendix F.8, F.13): the studies
+  of :func:`bda_jax.adversarial.run_study` at the demo's sizes;
 * a **DASE replay** of the bundled excerpts of the released DASE logs (spatial arena; evidence
   trajectories, commit partition, routing gap; :mod:`bda_jax.stopping`).
 
 Each unit of work is a *cell* keyed by ``dataset|condition|seed|row|arm`` and appended, once
-finished, to the resumable :class:`~bda_jax._core.cache.CellCache` ``demo-cache.jsonl`` in the
+finished, to the resumable :class:`~bda_jax.report.CellCache` ``demo-cache.jsonl`` in the
 output directory: a demo killed at any point (SIGKILL included) resumes without recomputing the
 finished cells. The results go to ``results.json`` (``schema_version`` 1) and
-:func:`~bda_jax.report._html.render_report` turns them into ``index.html``.
+:func:`~bda_jax.report.render_report` turns them into ``index.html``.
 """
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ from typing import Any, Callable
 import numpy as np
 
 from .._core.errors import ArtifactError
+from .._core.version import __version__
+from ._evaluation import labeled_count
 from ._html import RESULTS_KIND, SCHEMA_VERSION
+from ._json import strict_json
 
 __all__ = ["run_demo", "demo_config", "SCHEMA_VERSION", "RESULTS_KIND", "CACHE_NAME"]
 
 CACHE_NAME = "demo-cache.jsonl"
-_CACHE_VERSION = 1          # bump when a cell's value changes meaning: old caches are reset
+_CACHE_VERSION = 2          # bump when a cell's value changes meaning: old caches are reset
 
 _BLUEBIRDS_ARMS_QUICK = ("majority", "bda-confusion")
 _COUNCIL_ARMS_QUICK = ("majority", "bda-per-agent", "bda-confusion")
@@ -56,7 +59,7 @@ def demo_config(seed: int = 0, quick: bool = False) -> dict:
     dominates a cold start, and sizes the council (54 questions x 2 seeds = 108 traces) like
     Bluebirds (108 tasks) so the two share the compiled metric kernels.
     """
-    from ..aggregators._evaluation import ARMS
+    from ..aggregators import ARMS
 
     council = {"n_questions": 54 if quick else 150, "seeds_per_question": 2,
                "reliabilities": [0.74, 0.70, 0.68, 0.68, 0.66],
@@ -87,29 +90,7 @@ def demo_config(seed: int = 0, quick: bool = False) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- JSON helpers
-
-def _clean(x: Any) -> Any:
-    """Strict-JSON copy of ``x``: numpy scalars/arrays to Python, NaN and infinity to None."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        v = float(x)
-        return v if math.isfinite(v) else None
-    if x is None or isinstance(x, str):
-        return x
-    if hasattr(x, "shape") and hasattr(x, "dtype"):        # a jax array
-        return _clean(np.asarray(x))
-    return str(x)
-
+# --------------------------------------------------------------------------- formatting
 
 def _round(values, digits: int = 4):
     return [None if v is None or not math.isfinite(float(v)) else round(float(v), digits)
@@ -132,13 +113,26 @@ class _Cells:
         else:
             if self.progress is not None:
                 self.progress.update(self.task, description=_short(key))
-            value = _clean(compute())
+            value = strict_json(compute())
             self.cache.put(key, value)          # appended and fsynced: resumable from here
             self.computed += 1
             value = self.cache[key]
         if self.progress is not None:
             self.progress.advance(self.task)
         return value
+
+    def store(self, dataset: str, condition: str, seed: int) -> "_Store":
+        """A cell store (``get_or_compute``) over these cells for a library study, its keys
+        as the row of ``dataset|condition|seed=S|<key>|*``."""
+        return _Store(self, lambda key: _key(dataset, condition, seed, key, "*"))
+
+
+class _Store:
+    def __init__(self, cells: _Cells, key: Callable[[str], str]):
+        self.cells, self.key = cells, key
+
+    def get_or_compute(self, key: str, compute: Callable[[], Any]):
+        return self.cells(self.key(key), compute)
 
 
 def _short(key: str, width: int = 46) -> str:
@@ -151,11 +145,9 @@ def _key(dataset: str, condition: str, seed: int, row: str, arm: str) -> str:
 
 def _n_cells(cfg: dict) -> int:
     main = sum(len(a) + 1 for a in cfg["arms"].values()) + 1   # arms + weights, + coalition
-    dose = 0
-    for _, k in cfg["dose"]["regimes"]:
-        dose += sum(1 for p in cfg["dose"]["p_grid"] if p != 0 and k != 0)
-    dose = (dose + 1) * len(cfg["dose"]["arms"])              # + the shared clean cell
-    sleeper = len(cfg["sleeper"]["f_grid"]) if cfg.get("sleeper") else 0
+    dose = 1 + sum(1 for _, k in cfg["dose"]["regimes"]       # the shared clean cell + the
+                   for p in cfg["dose"]["p_grid"] if p != 0 and k != 0)   # corrupted ones
+    sleeper = 1 if cfg.get("sleeper") else 0
     dase = len(cfg["dase"]["excerpts"]) * len(cfg["dase"]["empty_g"])
     dase += len(cfg["dase"]["resimulate"])
     return main + dose + sleeper + dase
@@ -182,7 +174,7 @@ def _open_cache(path: Path, fp: str, resume: bool):
 # --------------------------------------------------------------------------- one dataset
 
 def _ece_ew_stat(data, w):
-    from ..metrics._scores import ece
+    from ..metrics import ece
     return ece(data[0], data[1], weights=w)
 
 
@@ -190,9 +182,9 @@ def _arm_cell(counts, arm: str, folds, cfg: dict) -> dict:
     """Evaluate one arm out of fold: metric row, CIs, paired deltas, reliability bins."""
     import jax
 
-    from ..aggregators._evaluation import evaluate
-    from ..metrics._scores import (brier_mc, correctness, paired_bootstrap, paired_bootstrap_stat,
-                          reliability_bins)
+    from ..aggregators import evaluate
+    from ..metrics import (brier_mc, correctness, paired_bootstrap, paired_bootstrap_stat,
+                           reliability_bins)
 
     seed, n_res, ref = cfg["seed"], cfg["n_resamples"], cfg["reference"]
     ev = evaluate(counts, [arm], folds=folds, seed=seed, reference=ref, n_resamples=n_res)
@@ -263,7 +255,7 @@ def _dataset_block(name: str, title: str, counts, cells: _Cells, cfg: dict, *,
                     lambda: _weights_cell(counts, per_agent["selected"] if per_agent else None,
                                           adversaries))
     T, I, K = (int(d) for d in np.asarray(counts.e).shape)
-    labeled = int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
+    labeled = labeled_count(counts)
     block = {"name": name, "title": title, "n_tasks": T, "n_agents": I, "K": K,
              "n_labeled": labeled, "reference": cfg["reference"], "folds": cfg["folds"],
              "arms": arms, "weights": weights}
@@ -273,7 +265,7 @@ def _dataset_block(name: str, title: str, counts, cells: _Cells, cfg: dict, *,
 
 def _bluebirds(cells: _Cells, cfg: dict) -> dict:
     from .._core.counts import tally
-    from ..datasets._crowd import load_crowd, to_traces
+    from ..datasets import load_crowd, to_traces
 
     data = load_crowd(cfg["bluebirds"]["name"])
     counts = tally(to_traces(data))
@@ -284,26 +276,20 @@ def _bluebirds(cells: _Cells, cfg: dict) -> dict:
                "n_labels": int(len(data.labels))})
 
 
-def _council_traces(cfg: dict, adversarial: bool):
-    from ..simulate._council import simulate_council
+def _council(cells: _Cells, cfg: dict) -> dict:
+    from .._core.counts import tally
+    from ..adversarial import coalition_report
+    from ..simulate import simulate_council
 
     c = cfg["council"]
-    adv = {int(k): float(v) for k, v in c["adversaries"].items()} if adversarial else None
-    return simulate_council(cfg["seed"], c["n_questions"], c["reliabilities"],
-                            seeds_per_question=c["seeds_per_question"], adversaries=adv,
-                            adversary_target=c["adversary_target"])
-
-
-def _council(cells: _Cells, cfg: dict) -> dict:
-    from ..adversarial._coalition import coalition_report
-    from .._core.counts import tally
-
-    traces = _council_traces(cfg, adversarial=True)
+    traces = simulate_council(cfg["seed"], c["n_questions"], c["reliabilities"],
+                              seeds_per_question=c["seeds_per_question"],
+                              adversaries={int(k): float(v) for k, v in c["adversaries"].items()},
+                              adversary_target=c["adversary_target"])
     counts = tally(traces)
     seats = [counts.agents[int(k)] for k in cfg["council"]["adversaries"]]
     coalition = cells(_key("council", "main", cfg["seed"], "coalition", "-"),
                       lambda: coalition_report(traces, seats))
-    c = cfg["council"]
     title = "Simulated council with a persistent adversarial coalition"
     return _dataset_block("council", title, counts, cells, cfg, adversaries=seats,
                           extra={"coalition": coalition,
@@ -317,53 +303,20 @@ def _council(cells: _Cells, cfg: dict) -> dict:
 # --------------------------------------------------------------------------- attacks
 
 def _dose(cells: _Cells, cfg: dict) -> dict:
-    """[BDA] Table 12 in small: a clean council corrupted at p_wrong, evaluated per arm."""
-    from ..adversarial._attacks import corrupt_traces, corruption_summary
-    from .._core.counts import tally
-    from ..aggregators._evaluation import evaluate
-    from .._core.selection import make_folds
+    """[BDA] Table 12 in small: the dose-response study on the clean council."""
+    from ..adversarial import run_study
 
-    d, seed = cfg["dose"], cfg["seed"]
-    clean = _council_traces(cfg, adversarial=False)
-    clean_counts = tally(clean)
-    agents = clean_counts.agents
-    folds = make_folds(clean_counts, cfg["folds"], seed)
-    corrupted: dict[str, Any] = {}
-
-    def traces_for(mode, k, p, cell):
-        if cell == "clean":
-            return clean, 0.0
-        if (cell, p) not in corrupted:           # one corruption per (regime, dose), all arms
-            bad = corrupt_traces(clean, p, k=k, mode=mode, seed=seed)
-            corrupted[cell, p] = (bad, corruption_summary(bad)["redirect_rate"])
-        return corrupted[cell, p]
-
-    def compute(mode, k, p, cell, arm):
-        bad, redirect = traces_for(mode, k, p, cell)
-        ev = evaluate(bad, [arm], folds=folds, seed=seed, n_resamples=d["n_resamples"],
-                      agents=agents)
-        row = next(r for r in ev.table if r["arm"] == arm)
-        return {c: row[c] for c in ("accuracy", "ece_ew", "brier_mc", "n")} | {
-            "redirect_rate": redirect}
-
-    rows, seen = [], {}
-    for mode, k in d["regimes"]:
-        regime = f"{mode} k={k}"
-        for p in d["p_grid"]:
-            cell = "clean" if p == 0 or k == 0 else f"{mode} k={k}"
-            row_id = "p=0" if cell == "clean" else f"p={p!r}"
-            for arm in d["arms"]:
-                key = _key("council-clean", "dose" if cell == "clean" else f"dose:{cell}", seed,
-                           row_id, arm)
-                if key not in seen:        # the clean cell is shared by every regime
-                    seen[key] = cells(key, lambda m=mode, k=k, p=p, c=cell, a=arm:
-                                      compute(m, k, p, c, a))
-                value = seen[key]
-                rows.append({"regime": regime, "mode": mode, "k": k, "p_wrong": p, "arm": arm,
-                             **value})
+    d, c, seed = cfg["dose"], cfg["council"], cfg["seed"]
+    run = run_study("dose-response", seed=seed, cache=cells.store("council-clean", "dose", seed),
+                    n_questions=c["n_questions"], seeds_per_question=c["seeds_per_question"],
+                    reliabilities=c["reliabilities"], arms=d["arms"], p_grid=d["p_grid"],
+                    regimes=d["regimes"], folds=cfg["folds"], n_resamples=d["n_resamples"])
+    keep = ("regime", "mode", "k", "p_wrong", "arm", "accuracy", "ece_ew", "brier_mc", "n",
+            "redirect_rate")
     return {"arms": d["arms"], "p_grid": d["p_grid"],
-            "regimes": [f"{m} k={k}" for m, k in d["regimes"]], "rows": rows,
-            "n_tasks": len(clean),
+            "regimes": [f"{m} k={k}" for m, k in d["regimes"]],
+            "rows": [{k: r[k] for k in keep} for r in run.result["result"]["rows"]],
+            "n_tasks": c["n_questions"] * c["seeds_per_question"],
             "setup": "count-level corruption (corrupt_traces) of the clean council: each "
                      "informative move of a corrupted seat is redirected to a wrong answer "
                      "with probability p_wrong; persistent = the same seats on every task, "
@@ -371,31 +324,23 @@ def _dose(cells: _Cells, cfg: dict) -> dict:
 
 
 def _sleeper(cells: _Cells, cfg: dict) -> dict | None:
-    from ..adversarial._drift import sleeper_study
+    from ..adversarial import run_study
 
     s, seed = cfg.get("sleeper"), cfg["seed"]
     if not s:
         return None
-    c = cfg["council"]
-    rel = c["reliabilities"][:3]
-
-    def compute(f):
-        study = sleeper_study(seed, [f], s["n_questions"], s["arms"], reliabilities=rel,
-                              compliance=s["compliance"],
-                              seeds_per_question=s["seeds_per_question"],
-                              n_splits=s["n_splits"])
-        keep = ("f", "arm", "accuracy", "ece_ew", "brier_mc", "drift", "floor", "drift_ratio",
-                "alarm")
-        return {"table": [{k: r[k] for k in keep} for r in study.table],
-                "n_tasks": study.config["n_tasks"]}
-
-    table, n_tasks = [], None
-    for f in s["f_grid"]:
-        v = cells(_key("council-sleeper", "sleeper", seed, f"f={f!r}", "*"),
-                  lambda f=f: compute(f))
-        table.extend(v["table"])
-        n_tasks = v["n_tasks"]
-    return {"arms": s["arms"], "f_grid": s["f_grid"], "table": table, "n_tasks": n_tasks,
+    rel = cfg["council"]["reliabilities"][:3]
+    run = run_study("sleeper", seed=seed, cache=cells.store("council-sleeper", "sleeper", seed),
+                    n_seeds=1, f_grid=s["f_grid"], n_questions=s["n_questions"],
+                    seeds_per_question=s["seeds_per_question"], reliabilities=rel,
+                    arms=s["arms"], compliance=s["compliance"], n_splits=s["n_splits"],
+                    compliance_sensitivity=[])
+    study = run.result["per_seed"][str(seed)]
+    keep = ("f", "arm", "accuracy", "ece_ew", "brier_mc", "drift", "floor", "drift_ratio",
+            "alarm")
+    return {"arms": s["arms"], "f_grid": s["f_grid"],
+            "table": [{k: r[k] for k in keep} for r in study["table"]],
+            "n_tasks": study["config"]["n_tasks"],
             "reliabilities": rel, "compliance": s["compliance"], "factor": 2.0,
             "setup": "a persistent two-seat coalition (A1, A2) that turns adversarial; a "
                      "fraction f of the calibration window is already attacked; supervised "
@@ -407,7 +352,7 @@ def _sleeper(cells: _Cells, cfg: dict) -> dict | None:
 # --------------------------------------------------------------------------- DASE
 
 def _dase_records(records, gold, benchmark) -> list[dict]:
-    from ..datasets._llm import normalize_dase_answer
+    from ..datasets import normalize_dase_answer
 
     out = []
     for r in records:
@@ -426,7 +371,7 @@ def _dase_records(records, gold, benchmark) -> list[dict]:
 def _partition_and_gap(records, gold, benchmark, seed, n_boot) -> dict:
     import jax
 
-    from ..stopping._rules import commit_partition, routing_gap
+    from ..stopping import commit_partition, routing_gap
 
     part = commit_partition(records, gold, benchmark)
     try:
@@ -439,9 +384,8 @@ def _partition_and_gap(records, gold, benchmark, seed, n_boot) -> dict:
 
 
 def _dase(cells: _Cells, cfg: dict) -> dict:
-    from ..datasets._llm import recover_dase_gold
-    from ..stopping._rules import file_settings, replay_history, resimulate
-    from ..datasets import DASE_EXCERPTS
+    from ..datasets import DASE_EXCERPTS, dase_file_settings, recover_dase_gold
+    from ..stopping import replay_history, resimulate
 
     d, seed = cfg["dase"], cfg["seed"]
     out = []
@@ -474,10 +418,10 @@ def _dase(cells: _Cells, cfg: dict) -> dict:
                 return {"empty_g": 0.5, "rows": rows}
             resim = cells(_key(f"dase:{name}", "resimulate", seed,
                                "W=" + ",".join(map(str, grid)), "spatial"), compute_resim)
-        settings = file_settings(path)
+        settings = dase_file_settings(path)
         out.append({"name": name, "title": info["title"], "benchmark": benchmark,
                     "file": Path(path).name, "n_gold": len(gold),
-                    "settings": _clean(settings) if isinstance(settings, dict) else None,
+                    "settings": strict_json(settings) if isinstance(settings, dict) else None,
                     "replays": replays, "resimulate": resim})
     return {"excerpts": out, "trajectories": d["trajectories"],
             "source": "bundled excerpts of the released DASE council logs (Apache-2.0; see "
@@ -506,7 +450,6 @@ def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
     ``resume=False`` starts afresh. ``quick`` runs a reduced grid (a few seconds of compute,
     for tests). ``progress`` shows a rich progress bar on stderr.
     """
-    from .. import __version__
     from .._core.cache import fingerprint
     from .._core.io import atomic_write
     from ._html import render_report
@@ -549,7 +492,7 @@ def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
         "timings_s": timings,
     }
     results["timings_s"]["compute"] = round(time.perf_counter() - t_start, 2)
-    results = _clean(results)
+    results = strict_json(results)
     t_render = time.perf_counter()
     render_report(results, out)              # validates the results before anything is written
     results["timings_s"]["render"] = round(time.perf_counter() - t_render, 2)

@@ -6,7 +6,8 @@ file, no network, so the page can be mailed or archived as is. Every string take
 results (arm names, agent ids, answers, file names) is HTML-escaped. :func:`load_results` reads
 a ``results.json`` back and checks its schema (a typed :class:`~bda_jax.ArtifactError` names the
 offending field), so ``bda report results.json --out DIR`` re-renders a report without rerunning
-anything.
+anything; it also reads the results of ``bda evaluate --out``, shown as one data-set section
+(:func:`evaluation_as_report`).
 """
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from typing import Any, Sequence
 
 from .._core.errors import ArtifactError
 from .._core.io import atomic_write, read_json_file
+from ._evaluation import EVALUATION_KIND
 
-__all__ = ["render_report", "load_results", "validate_results", "SCHEMA_VERSION",
-           "RESULTS_KIND"]
+__all__ = ["render_report", "load_results", "validate_results", "evaluation_as_report",
+           "SCHEMA_VERSION", "RESULTS_KIND"]
 
 SCHEMA_VERSION = 1
 RESULTS_KIND = "bda_jax.demo_results"
@@ -132,11 +134,46 @@ def validate_results(results: Any, file=None) -> dict:
 
 
 def load_results(path) -> dict:
-    """Read and validate a demo ``results.json``; :class:`~bda_jax.ArtifactError` (naming the
-    file and field) if it cannot be opened, is not JSON, or does not match the schema."""
+    """Read and validate a results file for :func:`render_report`: the ``results.json`` of
+    ``bda demo``, or the results of ``bda evaluate --out`` (kind ``"bda_jax.evaluation"``,
+    converted by :func:`evaluation_as_report`). An :class:`~bda_jax.ArtifactError` names the
+    file and field if it cannot be opened, is not JSON, or matches neither schema."""
     path = os.fspath(path)
     results = read_json_file(path, ArtifactError, "results")
+    if isinstance(results, dict) and results.get("kind") == EVALUATION_KIND:
+        results = evaluation_as_report(results, path)
     return validate_results(results, file=path)
+
+
+def evaluation_as_report(ev: dict, path=None) -> dict:
+    """An :func:`~bda_jax.report.evaluation_results` document in the demo report's schema (one
+    data-set section of the arms), for :func:`render_report`; ``path``: the file it was read
+    from (named by errors). A table that is not a non-empty list of rows with an ``arm`` is an
+    :class:`~bda_jax.ArtifactError`."""
+    file = None if path is None else str(path)
+    table = ev.get("table")
+    if not isinstance(table, list) or not table or \
+            not all(isinstance(r, dict) and isinstance(r.get("arm"), str) for r in table):
+        raise ArtifactError("table must be a non-empty list of rows with an 'arm'",
+                            file=file, field="table")
+    boot = ev.get("bootstrap") if isinstance(ev.get("bootstrap"), dict) else {}
+    sel = ev.get("selected") if isinstance(ev.get("selected"), dict) else {}
+    stem = Path(file).stem if file is not None else "evaluation"
+    name = Path(str(ev.get("traces") or stem)).name
+    arms = [{"arm": r["arm"], "row": r, "vs_reference": boot.get(r["arm"]),
+             "selected": sel.get(r["arm"])} for r in table]
+    block = {"title": f"bda evaluate — {name}", "name": name, "n_tasks": ev.get("n_tasks"),
+             "n_labeled": ev.get("n_labeled"), "n_agents": len(ev.get("agents") or []) or None,
+             "K": ev.get("K_max"), "folds": ev.get("n_folds"), "source": ev.get("traces"),
+             "reference": ev.get("reference", "majority"), "arms": arms}
+    cells = ev.get("cells") if isinstance(ev.get("cells"), dict) else {}
+    return {"schema_version": SCHEMA_VERSION, "kind": RESULTS_KIND,
+            "bda_jax_version": ev.get("package_version"),
+            "config": {"seed": ev.get("seed"), "quick": False, "source": "bda evaluate",
+                       "label_budget": ev.get("label_budget")},
+            "cache": {"file": cells.get("cache") or "", "loaded": cells.get("loaded"),
+                      "computed": cells.get("computed")},
+            "datasets": {name: block}}
 
 
 # --------------------------------------------------------------------------- formatting
@@ -614,7 +651,7 @@ def _sleeper_section(sl: dict) -> str:
     parts = ['<section id="sleeper"><h2>Sleeper coalition and the row-drift monitor</h2>',
              f'<p class="meta">{_e(sl.get("setup", ""))}. Reliabilities '
              f'{_e(sl.get("reliabilities"))}, compliance {_e(sl.get("compliance"))}; windows '
-             f'{_e(json.dumps(sl.get("n_tasks")))}. Seed 003 Appendix F.8, F.13.</p>',
+             f'{_e(json.dumps(sl.get("n_tasks")))}. [BDA] Appendix F.8, F.13.</p>',
              f"<figure>{_img(_fig_sleeper(sl), 'sleeper curves and drift ratio')}</figure>"]
     arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
     fs = sorted({r["f"] for r in sl["table"]})
@@ -762,7 +799,7 @@ def _html(results: dict) -> str:
 def render_report(results: dict, out_dir) -> Path:
     """Write ``out_dir/index.html`` (atomically) from demo results; return its path.
 
-    ``results``: the dict :func:`~bda_jax.report._demo.run_demo` returns (or
+    ``results``: the dict :func:`~bda_jax.report.run_demo` returns (or
     :func:`load_results` reads). It is validated first (:class:`~bda_jax.ArtifactError`).
     """
     validate_results(results)

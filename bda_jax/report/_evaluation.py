@@ -1,0 +1,91 @@
+"""The results document of ``bda evaluate`` (``kind`` ``"bda_jax.evaluation"``): every arm
+evaluated as one resumable cell."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from .._core.errors import DataError
+from .._core.traces import Trace
+from .._core.version import __version__
+from ._json import strict_json
+
+__all__ = ["EVALUATION_KIND", "evaluation_results", "labeled_count"]
+
+#: ``kind`` of the document :func:`evaluation_results` returns.
+EVALUATION_KIND = "bda_jax.evaluation"
+
+
+def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: int = 5,
+                       label_budget: int | None = None, reference: str = "majority",
+                       n_resamples: int = 2000, seed: int = 0, cache=None,
+                       progress: Callable[[str, int, int], None] | None = None,
+                       source: str | None = None) -> dict:
+    """Nested cross-validated evaluation of ``arms`` and ``reference`` ([BDA] Appendix D.1) as a
+    results document, one cell per arm.
+
+    Every arm is evaluated on its own with the same outer folds (``folds``, grouped by cluster,
+    from ``seed``); the metrics of an arm do not depend on the other arms, so the table equals
+    one joint :func:`bda_jax.evaluate`. ``cache``: optional path of a
+    :class:`~bda_jax.report.CellCache` keeping each finished arm (fingerprinted by the counts,
+    folds and settings: a cache of other data or settings is refused); a rerun computes only the
+    arms it lacks. ``progress``: optional ``(description, done, total)`` callback. ``source``:
+    the trace file's name, recorded as ``traces`` and named by errors.
+
+    Returns the document of ``bda evaluate --out``: ``table``, ``bootstrap`` (paired cluster
+    bootstrap against ``reference``), ``selected``, ``folds``, the data's sizes and ``cells``
+    (how many arms the cache held).
+    """
+    from .._core.cache import CellCache, fingerprint
+    from .._core.counts import tally
+    from .._core.selection import make_folds
+    from ..aggregators import evaluate, fingerprint_counts, make_arm
+
+    for arm in list(arms) + [reference]:
+        make_arm(arm)                          # a DataError naming the known arms
+    counts = tally(list(traces))
+    n_labeled = labeled_count(counts)
+    if n_labeled < 2:
+        raise DataError(f"evaluation needs labeled tasks; the traces have {n_labeled}",
+                        field="gold", file=source)
+    outer = make_folds(counts, folds, seed)
+    all_arms = list(dict.fromkeys(list(arms) + [reference]))
+    store = None
+    if cache is not None:
+        store = CellCache(cache, fingerprint(
+            "bda evaluate", fingerprint_counts(counts), outer.tolist(), label_budget, reference,
+            n_resamples, seed, __version__))
+    cached = 0 if store is None else sum(a in store for a in all_arms)
+    cells = {}
+    for done, arm in enumerate(all_arms):
+        if progress is not None:
+            progress(f"evaluating {arm}", done, len(all_arms))
+
+        def compute(arm=arm):
+            ev = evaluate(counts, [arm], folds=outer, label_budget=label_budget, seed=seed,
+                          reference=reference, n_resamples=n_resamples)
+            row = next(r for r in ev.table if r["arm"] == arm)
+            return strict_json({"row": row, "bootstrap": ev.bootstrap.get(arm),
+                                "selected": ev.selected.get(arm)})
+        cells[arm] = compute() if store is None else store.get_or_compute(arm, compute)
+    if progress is not None:
+        progress("evaluated", len(all_arms), len(all_arms))
+    return {"schema_version": 1, "kind": EVALUATION_KIND, "package_version": __version__,
+            "traces": source, "n_tasks": int(counts.N.shape[0]), "n_labeled": n_labeled,
+            "agents": list(counts.agents), "K_max": int(counts.e.shape[2]),
+            "arms": all_arms, "reference": reference,
+            "label_budget": label_budget, "seed": seed, "n_folds": int(outer.max()) + 1,
+            "n_resamples": n_resamples,
+            "table": [cells[a]["row"] for a in all_arms],
+            "bootstrap": {a: cells[a]["bootstrap"] for a in all_arms
+                          if cells[a]["bootstrap"] is not None},
+            "selected": {a: cells[a]["selected"] for a in all_arms
+                         if cells[a]["selected"] is not None},
+            "folds": outer.tolist(),
+            "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
+                      "computed": len(all_arms) - cached}}
+
+
+def labeled_count(counts) -> int:
+    """Number of labeled tasks of ``counts``: a gold among the candidates or outside them."""
+    import numpy as np
+    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
