@@ -2,14 +2,13 @@
 `error: ...` line), --json machine output, exit codes and --debug."""
 import json
 import os
-import sys
-import types
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import bda_jax
+import bda_jax.report
 from bda_jax import read_traces, tally, write_traces
 from bda_jax.cli import app
 from bda_jax.simulate import simulate_council
@@ -89,9 +88,7 @@ def test_demo_prints_the_table_then_writes_the_report(tmp_path, monkeypatch):
             handle.write("<html></html>")
         return {"schema_version": 1, "kind": "bda_jax.demo_results"}
 
-    fake = types.ModuleType("bda_jax.report._demo")
-    fake.run_demo = run_demo
-    monkeypatch.setitem(sys.modules, "bda_jax.report._demo", fake)
+    monkeypatch.setattr(bda_jax.report, "run_demo", run_demo)
     out = tmp_path / "rep"
     result = ok(invoke("demo", "--out", out, "--quick", "--seed", 3, "--no-progress"))
     assert calls == [(str(out), 3, True, False, True)]
@@ -322,7 +319,7 @@ def test_report_bad_inputs(tmp_path):
     user_error(invoke("report", tmp_path / "missing.json"), "missing.json", "cannot open")
     bad = tmp_path / "results.json"
     bad.write_text('{"table": [1, 2,\n')
-    user_error(invoke("report", bad, "--out", tmp_path / "r"), f"{bad}:2", "not valid JSON")
+    user_error(invoke("report", bad, "--out", tmp_path / "r"), f"{bad}:2", "not JSON")
     bad.write_text("[1, 2]")
     user_error(invoke("report", bad), "JSON object")
     bad.write_text('{"kind": "bda_jax.evaluation", "table": []}')
@@ -333,10 +330,9 @@ def test_report_bad_inputs(tmp_path):
 
 
 def test_report_calls_the_renderer(tmp_path, monkeypatch):
-    fake = types.ModuleType("bda_jax.report._html")
-    fake.load_results = lambda path: {"loaded": str(path)}
-    fake.render_report = lambda results, out_dir: out_dir / "index.html"
-    monkeypatch.setitem(sys.modules, "bda_jax.report._html", fake)
+    monkeypatch.setattr(bda_jax.report, "load_results", lambda path: {"loaded": str(path)})
+    monkeypatch.setattr(bda_jax.report, "render_report",
+                        lambda results, out_dir: out_dir / "index.html")
     results = tmp_path / "results.json"
     results.write_text('{"kind": "bda_jax.demo_results"}')
     result = ok(invoke("report", results, "--out", tmp_path / "r"))
@@ -358,11 +354,10 @@ def test_debug_shows_tracebacks_and_internal_errors_exit_1(tmp_path, monkeypatch
     bad.write_text("{nope\n")
     result = invoke("--debug", "demo", "--table-only", "--traces", bad)
     assert result.exit_code == 2 and "Traceback" in result.stderr
-    import bda_jax.cli as cli
 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
-    monkeypatch.setattr(cli, "_posterior_table", boom)
+    monkeypatch.setattr(bda_jax.report, "posterior_table", boom)
     result = invoke("demo", "--table-only")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.strip() == ("internal error: RuntimeError: boom (run `bda --debug ...` "

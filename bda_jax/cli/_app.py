@@ -39,7 +39,6 @@ app.add_typer(stop_app, name="stop")
 _STATE = {"debug": False}
 
 DEFAULT_ARMS = "majority,bda-shared,bda-per-agent,bda-confusion"
-STUDIES = ("dose-response", "sleeper", "controls", "simulated")
 
 
 def example_traces_path() -> Path:
@@ -49,49 +48,33 @@ def example_traces_path() -> Path:
 
 # ============================================================================ plumbing
 
-def _stdout_console():
+def stdout_console():
+    """A rich console on stdout, at least 110 columns wide (tables stay readable in pipes)."""
     from rich.console import Console
     return Console(file=sys.stdout, width=max(shutil.get_terminal_size((120, 24)).columns, 110),
                    highlight=False)
 
 
-def _stderr_console():
+def stderr_console():
+    """A rich console on stderr (progress bars and notes)."""
     from rich.console import Console
     return Console(file=sys.stderr, highlight=False)
 
 
-def _jsonable(obj):
-    """Plain JSON values: numpy scalars and arrays unpacked, tuples as lists, NaN/inf as null."""
-    import numpy as np
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("jax"):
-        return _jsonable(np.asarray(obj).tolist())
-    if isinstance(obj, np.generic):
-        return _jsonable(obj.item())
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Path):
-        return str(obj)
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    if hasattr(obj, "_asdict"):
-        return _jsonable(obj._asdict())
-    return str(obj)
+def dumps(obj, indent=None) -> str:
+    """Strict JSON text (numpy values unpacked, tuples as lists, NaN/inf as null)."""
+    from ..report import strict_json
+    return json.dumps(strict_json(obj), allow_nan=False, indent=indent, ensure_ascii=False)
 
 
-def _dumps(obj, indent=None) -> str:
-    return json.dumps(_jsonable(obj), allow_nan=False, indent=indent, ensure_ascii=False)
+def emit_json(obj) -> None:
+    """Print ``obj`` as one line of strict JSON on stdout (``--json``)."""
+    typer.echo(dumps(obj))
 
 
-def _emit_json(obj) -> None:
-    typer.echo(_dumps(obj))
-
-
-def _write_text(path: Path, text: str) -> None:
-    from .._core.io import atomic_write
+def write_text(path: Path, text: str) -> None:
+    """Write an output file atomically (a reader never sees half a file)."""
+    from ..report import atomic_write
     atomic_write(path, lambda h: h.write(text))
 
 
@@ -120,16 +103,16 @@ def _fail(line: str, code: int, json_mode: bool, detail: dict | None = None):
         traceback.print_exc(file=sys.stderr)
     typer.echo(line, err=True)
     if json_mode:
-        _emit_json({"error": {"message": line, "exit_code": code, **(detail or {})}})
+        emit_json({"error": {"message": line, "exit_code": code, **(detail or {})}})
     raise typer.Exit(code)
 
 
-def _handled(fn):
+def handled(fn):
     """Run a command body: BdaError and OS errors -> one line and exit 2; anything else ->
     exit 1 (with the traceback under ``--debug``)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .._core.errors import BdaError
+        from .. import BdaError
         json_mode = bool(kwargs.get("json_out", False))
         try:
             return fn(*args, **kwargs)
@@ -156,10 +139,7 @@ def _handled(fn):
 
 
 class _NoBar:
-    def advance(self, n: int = 1, description: str | None = None) -> None:
-        pass
-
-    def update(self, description: str | None = None, total: int | None = None) -> None:
+    def report(self, description: str, done: int, total: int) -> None:
         pass
 
 
@@ -167,21 +147,13 @@ class _Bar:
     def __init__(self, progress, task):
         self.progress, self.task = progress, task
 
-    def advance(self, n: int = 1, description: str | None = None) -> None:
-        kw = {} if description is None else {"description": description}
-        self.progress.update(self.task, advance=n, **kw)
-
-    def update(self, description: str | None = None, total: int | None = None) -> None:
-        kw = {}
-        if description is not None:
-            kw["description"] = description
-        if total is not None:
-            kw["total"] = total
-        self.progress.update(self.task, **kw)
+    def report(self, description: str, done: int, total: int) -> None:
+        """The library's progress callback ``(description, done, total)``."""
+        self.progress.update(self.task, description=description, completed=done, total=total)
 
 
 @contextmanager
-def _progress(enabled: bool, description: str, total: int | None = None):
+def progress_bar(enabled: bool, description: str, total: int | None = None):
     """A rich progress bar on stderr (a spinner when ``total`` is None), or a no-op."""
     if not enabled:
         yield _NoBar()
@@ -198,7 +170,7 @@ def _progress(enabled: bool, description: str, total: int | None = None):
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=_stderr_console(), transient=False) as prog:
+    with Progress(*columns, console=stderr_console(), transient=False) as prog:
         task = prog.add_task(description, total=total)
         bar = _Bar(prog, task)
         yield bar
@@ -206,87 +178,71 @@ def _progress(enabled: bool, description: str, total: int | None = None):
             prog.update(task, completed=prog.tasks[0].total)
 
 
-def _json_option():
+def json_option():
+    """The ``--json`` option of a command."""
     return typer.Option(False, "--json", help="Print one JSON object on stdout (machine output).")
 
 
-def _progress_option():
+def progress_option():
+    """The ``--progress/--no-progress`` option of a command."""
     return typer.Option(True, "--progress/--no-progress", help="Show progress bars on stderr.")
 
 
-def _seed_option(help: str = "Random seed (folds, tie-breaks, simulation)."):
+def seed_option(help: str = "Random seed (folds, tie-breaks, simulation)."):
+    """The ``--seed`` option of a command (default 0)."""
     return typer.Option(0, "--seed", help=help)
 
 
-def _data_error(reason: str, field: str, **kw):
-    from .._core.errors import DataError
+def data_error(reason: str, field: str, **kw):
+    """A :class:`~bda_jax.DataError` naming the offending option or input ``field``."""
+    from .. import DataError
     return DataError(reason, field=field, **kw)
 
 
-def _check_out(path: Optional[Path], field: str) -> None:
+def check_out_path(path: Optional[Path], field: str) -> None:
     """An output file path must name a file in an existing folder (checked before any work)."""
     if path is None:
         return
     if path.is_dir():
-        raise _data_error("is a folder, expected a file path", field, file=str(path))
+        raise data_error("is a folder, expected a file path", field, file=str(path))
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise _data_error(f"the folder {str(parent)!r} does not exist", field, file=str(path))
+        raise data_error(f"the folder {str(parent)!r} does not exist", field, file=str(path))
 
 
-def _parse_floats(text: str, field: str) -> list[float]:
+def parse_floats(text: str, field: str) -> list[float]:
+    """Comma-separated numbers of option ``field``."""
     try:
         values = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise _data_error(f"expected comma-separated numbers, got {text!r}", field) from None
+        raise data_error(f"expected comma-separated numbers, got {text!r}", field) from None
     if not values:
-        raise _data_error("expected at least one number", field)
+        raise data_error("expected at least one number", field)
     return values
 
 
-def _parse_arms(text: str) -> list[str]:
+def parse_arms(text: str) -> list[str]:
+    """Comma-separated arm names (``--arms``), each checked, duplicates dropped."""
     from .. import make_arm
     arms = [a.strip() for a in text.split(",") if a.strip()]
     if not arms:
-        raise _data_error("no arm given", "--arms")
+        raise data_error("no arm given", "--arms")
     for a in arms:
         make_arm(a)                     # DataError naming the known arms
     return list(dict.fromkeys(arms))
 
 
-def _read_traces(path: Path, lenient: bool):
+def read_trace_file(path: Path, lenient: bool):
+    """The traces of a JSON Lines file; an empty file is an input error."""
     from .. import read_traces
     traces = read_traces(path, lenient=lenient)
     if not traces:
-        raise _data_error("the trace file holds no task", "traces", file=str(path))
+        raise data_error("the trace file holds no task", "traces", file=str(path))
     return traces
 
 
-def _labeled(counts):
-    import numpy as np
-    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
-
-
-def _is_supervised(arm: str) -> bool:
-    from .. import ARMS
-    return ARMS[arm.split(":")[-1]][1] or ":" in arm
-
-
-def _md_table(rows: list[dict], columns: list[str] | None = None, digits: int = 3) -> str:
-    if not rows:
-        return "(no rows)"
-    columns = columns or list(rows[0])
-
-    def cell(v):
-        if isinstance(v, float):
-            return f"{v:.{digits}f}"
-        return "—" if v is None else str(v)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _rich_table(title: str | None, columns: list[str], rows: list[list[str]]):
+def rich_table(title: str | None, columns: list[str], rows: list[list[str]]):
+    """A rich table of string cells."""
     from rich.table import Table
     table = Table(title=title)
     for c in columns:
@@ -296,7 +252,8 @@ def _rich_table(title: str | None, columns: list[str], rows: list[list[str]]):
     return table
 
 
-def _f3(x) -> str:
+def fmt3(x) -> str:
+    """A number to three decimals; ``—`` for None or a non-finite value."""
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3f}"
 
 
@@ -319,65 +276,6 @@ def _root(
     _STATE["debug"] = debug
 
 
-# ============================================================================ demo
-
-def _posterior_table(path: Path, mean: float, strength: float, seed: int, lenient: bool):
-    """The one-coin posterior of every task of a trace file under a shared Beta prior."""
-    import jax
-    import numpy as np
-
-    from .. import decide, majority, onecoin_log_posterior, tally
-    if not 0.0 < mean < 1.0 or strength <= 0:
-        raise _data_error("need 0 < mean < 1 and strength > 0", "--mean/--strength")
-    counts = tally(_read_traces(path, lenient))
-    I = counts.N.shape[1]
-    alpha = np.full(I, mean * strength)
-    beta = np.full(I, (1.0 - mean) * strength)
-    key_bda, key_maj = jax.random.split(jax.random.key(seed))
-    post = decide(key_bda, onecoin_log_posterior(counts, alpha, beta), counts.mask)
-    vote = majority(key_maj, counts)
-    proba = np.asarray(post.proba)
-    rows = []
-    for t, task_id in enumerate(counts.task_ids):
-        cands = counts.candidates[t]
-        g = int(counts.gold[t])
-        rows.append({
-            "task_id": task_id, "candidates": list(cands),
-            "proba": [float(proba[t, k]) for k in range(len(cands))],
-            "bda": cands[int(post.index[t])], "confidence": float(post.confidence[t]),
-            "majority": cands[int(vote.index[t])],
-            "majority_share": float(vote.confidence[t]),
-            "gold": cands[g] if g >= 0 else (None if not counts.gold_missing[t]
-                                             else "(not a candidate)"),
-            "labeled": bool(g >= 0 or counts.gold_missing[t]),
-            "bda_correct": bool(int(post.index[t]) == g),
-            "majority_correct": bool(int(vote.index[t]) == g)})
-    return {"traces": str(path), "alpha": float(alpha[0]), "beta": float(beta[0]), "rows": rows}
-
-
-def _print_posterior_table(res: dict) -> None:
-    console = _stdout_console()
-    rows = []
-    for r in res["rows"]:
-        dist = "  ".join(f"{c} {p:.3f}" for c, p in zip(r["candidates"], r["proba"]))
-        rows.append([r["task_id"], dist, r["bda"], f"{r['confidence']:.3f}",
-                     f"{r['majority']} ({r['majority_share']:.2f})",
-                     r["gold"] if r["gold"] is not None else "—"])
-    name = Path(res["traces"]).name
-    console.print(_rich_table(
-        f"BDA one-coin posterior, shared Beta({res['alpha']:g}, {res['beta']:g}) — {name}",
-        ["task", "posterior over candidates", "BDA answer", "conf.", "majority", "gold"], rows))
-    labeled = [r for r in res["rows"] if r["labeled"]]
-    if labeled:
-        n = len(labeled)
-        console.print(f"accuracy on {n} labeled tasks: BDA "
-                      f"{sum(r['bda_correct'] for r in labeled)}/{n}, majority "
-                      f"{sum(r['majority_correct'] for r in labeled)}/{n}")
-
-
 def main() -> None:  # console-script entry point
     app()
 
-
-if __name__ == "__main__":
-    main()

@@ -9,56 +9,53 @@ import typer
 
 from ._app import (
     DEFAULT_ARMS,
-    _check_out,
-    _data_error,
-    _dumps,
-    _emit_json,
-    _f3,
-    _handled,
-    _is_supervised,
-    _json_option,
-    _jsonable,
-    _labeled,
-    _parse_arms,
-    _progress,
-    _progress_option,
-    _read_traces,
-    _rich_table,
-    _seed_option,
-    _stdout_console,
-    _write_text,
     app,
+    check_out_path,
+    data_error,
+    dumps,
+    emit_json,
+    fmt3,
+    handled,
+    json_option,
+    parse_arms,
+    progress_bar,
+    progress_option,
+    read_trace_file,
+    rich_table,
+    seed_option,
+    stdout_console,
+    write_text,
 )
 
 
 @app.command()
-@_handled
+@handled
 def fit(
     traces: Path = typer.Argument(..., help="Labeled JSON Lines trace file."),
     arm: str = typer.Option("bda-per-agent", "--arm",
                             help="Arm name (see `bda evaluate --help`; iso:/temp: wrappers too)."),
     out: Path = typer.Option(..., "--out", help="Model file to write (JSON; large arrays go "
                                                 "to an .npz beside it)."),
-    seed: int = _seed_option("Seed of the inner CV folds and of the tie-break."),
+    seed: int = seed_option("Seed of the inner CV folds and of the tie-break."),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
-    progress: bool = _progress_option(),
-    json_out: bool = _json_option(),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
 ) -> None:
     """Fit an aggregator on labeled traces and save it as a model artifact."""
-    _check_out(out, "--out")
+    check_out_path(out, "--out")
     from .. import make_arm, tally
-    from ..aggregators._artifacts import fingerprint_counts, save_model
-    from ..aggregators._evaluation import fitted_hyperparameters
+    from ..aggregators import fingerprint_counts, fitted_hyperparameters, is_supervised, save_model
+    from ..report import labeled_count
 
     model = make_arm(arm, seed)
-    tr = _read_traces(traces, lenient)
+    tr = read_trace_file(traces, lenient)
     counts = tally(tr)
-    n_labeled = _labeled(counts)
-    if _is_supervised(arm) and n_labeled < 2:
-        raise _data_error(f"arm {arm!r} is supervised: it needs at least 2 labeled tasks, the "
-                          f"file has {n_labeled}", "gold", file=str(traces))
+    n_labeled = labeled_count(counts)
+    if is_supervised(arm) and n_labeled < 2:
+        raise data_error(f"arm {arm!r} is supervised: it needs at least 2 labeled tasks, the "
+                         f"file has {n_labeled}", "gold", file=str(traces))
     t0 = time.perf_counter()
-    with _progress(progress and not json_out, f"fitting {arm} on {len(tr)} tasks"):
+    with progress_bar(progress and not json_out, f"fitting {arm} on {len(tr)} tasks"):
         model.fit(counts)
     elapsed = time.perf_counter() - t0
     fp = fingerprint_counts(counts)
@@ -70,7 +67,7 @@ def fit(
                "n_tasks": len(tr), "n_labeled": n_labeled, "params": fitted_hyperparameters(model),
                "counts_fingerprint": fp, "seconds": elapsed}
     if json_out:
-        _emit_json(summary)
+        emit_json(summary)
         return
     typer.echo(f"fitted {arm} ({type(model).__name__}) on {len(tr)} tasks "
                f"({n_labeled} labeled), agents {', '.join(counts.agents)}")
@@ -81,7 +78,7 @@ def fit(
 
 
 @app.command()
-@_handled
+@handled
 def predict(
     model: Path = typer.Argument(..., help="Model file written by `bda fit`."),
     traces: Path = typer.Argument(..., help="JSON Lines trace file to predict."),
@@ -92,18 +89,18 @@ def predict(
     seed: Optional[int] = typer.Option(None, "--seed", help="Tie-break seed (default: the "
                                                             "model's own)."),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
-    json_out: bool = _json_option(),
+    json_out: bool = json_option(),
 ) -> None:
     """Per-task posterior, decision and confidence from a saved model."""
-    _check_out(out, "--out")
+    check_out_path(out, "--out")
     import jax
     import numpy as np
 
     from .. import tally
-    from ..aggregators._artifacts import check_agents, fingerprint_counts, load_model
+    from ..aggregators import check_agents, fingerprint_counts, load_model
 
     art = load_model(model)
-    tr = _read_traces(traces, lenient)
+    tr = read_trace_file(traces, lenient)
     agents = [m.agent for t in tr for m in t.moves]
     check_agents(art, agents, file=str(traces), allow_missing=allow_missing_agents)
     counts = tally(tr, agents=art.agents)
@@ -132,9 +129,9 @@ def predict(
                "n_labeled": n_lab, "accuracy": (n_ok / n_lab) if n_lab else None,
                "training_data": in_sample, "out": None if out is None else str(out)}
     if out is not None:
-        _write_text(out, "".join(_dumps(r) + "\n" for r in rows))
+        write_text(out, "".join(dumps(r) + "\n" for r in rows))
     if json_out:
-        _emit_json({**summary, "predictions": rows})
+        emit_json({**summary, "predictions": rows})
         return
     if out is None:
         table = [[r["task_id"], "  ".join(f"{c} {p:.3f}" for c, p in
@@ -142,7 +139,7 @@ def predict(
                   r["decision"], f"{r['confidence']:.3f}",
                   "—" if "gold" not in r else (r["gold"] or "(not a candidate)")]
                  for r in rows]
-        _stdout_console().print(_rich_table(
+        stdout_console().print(rich_table(
             f"{summary['arm'] or art.name} posterior — {traces.name}",
             ["task", "posterior over candidates", "decision", "conf.", "gold"], table))
     else:
@@ -152,31 +149,8 @@ def predict(
                    + (" (in-sample: these are the training traces)" if in_sample else ""))
 
 
-# ============================================================================ evaluate
-
-def _evaluate_cells(counts, arms, reference, outer, label_budget, seed, n_resamples, cache,
-                    bar):
-    """Every arm evaluated on its own (reference included) with the same outer folds; the
-    metrics of an arm do not depend on the other arms, so this equals one joint evaluate."""
-    from .. import evaluate
-
-    cells = {}
-    for arm in arms:
-        bar.update(description=f"evaluating {arm}")
-
-        def compute(arm=arm):
-            ev = evaluate(counts, [arm], folds=outer, label_budget=label_budget, seed=seed,
-                          reference=reference, n_resamples=n_resamples)
-            row = next(r for r in ev.table if r["arm"] == arm)
-            return _jsonable({"row": row, "bootstrap": ev.bootstrap.get(arm),
-                              "selected": ev.selected.get(arm)})
-        cells[arm] = compute() if cache is None else cache.get_or_compute(arm, compute)
-        bar.advance()
-    return cells
-
-
 @app.command()
-@_handled
+@handled
 def evaluate(
     traces: Path = typer.Argument(..., help="Labeled JSON Lines trace file."),
     arms: str = typer.Option(DEFAULT_ARMS, "--arms",
@@ -194,59 +168,32 @@ def evaluate(
                                                                "Lines): finished arms are kept."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the results JSON here "
                                                            "(input of `bda report`)."),
-    seed: int = _seed_option(),
+    seed: int = seed_option(),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
-    progress: bool = _progress_option(),
-    json_out: bool = _json_option(),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
 ) -> None:
     """Nested cross-validated evaluation of arms: accuracy, ECE, Brier, paired bootstraps."""
-    _check_out(out, "--out")
-    _check_out(cache, "--cache")
-    from .. import __version__, make_arm, make_folds, tally
-    from .._core.cache import CellCache, fingerprint
-    from ..aggregators._artifacts import fingerprint_counts
+    check_out_path(out, "--out")
+    check_out_path(cache, "--cache")
+    from .. import make_arm
+    from ..report import evaluation_results
 
-    arm_list = _parse_arms(arms)
+    arm_list = parse_arms(arms)
     make_arm(reference)
     if folds < 2:
-        raise _data_error(f"need at least 2 folds, got {folds}", "--folds")
+        raise data_error(f"need at least 2 folds, got {folds}", "--folds")
     if n_resamples < 1:
-        raise _data_error("n_resamples must be >= 1", "--n-resamples")
-    tr = _read_traces(traces, lenient)
-    counts = tally(tr)
-    n_labeled = _labeled(counts)
-    if n_labeled < 2:
-        raise _data_error(f"evaluation needs labeled tasks; the file has {n_labeled}", "gold",
-                          file=str(traces))
-    outer = make_folds(counts, folds, seed)
-    all_arms = list(dict.fromkeys(arm_list + [reference]))
-    store = None
-    if cache is not None:
-        store = CellCache(cache, fingerprint(
-            "bda evaluate", fingerprint_counts(counts), outer.tolist(), label_budget, reference,
-            n_resamples, seed, __version__))
-    cached = 0 if store is None else sum(a in store for a in all_arms)
-    with _progress(progress and not json_out, "evaluating", total=len(all_arms)) as bar:
-        cells = _evaluate_cells(counts, all_arms, reference, outer, label_budget, seed,
-                                n_resamples, store, bar)
-    result = {"schema_version": 1, "kind": "bda_jax.evaluation", "package_version": __version__,
-              "traces": str(traces), "n_tasks": int(counts.N.shape[0]), "n_labeled": n_labeled,
-              "agents": list(counts.agents), "K_max": int(counts.e.shape[2]),
-              "arms": all_arms, "reference": reference,
-              "label_budget": label_budget, "seed": seed, "n_folds": int(outer.max()) + 1,
-              "n_resamples": n_resamples,
-              "table": [cells[a]["row"] for a in all_arms],
-              "bootstrap": {a: cells[a]["bootstrap"] for a in all_arms
-                            if cells[a]["bootstrap"] is not None},
-              "selected": {a: cells[a]["selected"] for a in all_arms
-                           if cells[a]["selected"] is not None},
-              "folds": outer.tolist(),
-              "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
-                        "computed": len(all_arms) - cached}}
+        raise data_error("n_resamples must be >= 1", "--n-resamples")
+    tr = read_trace_file(traces, lenient)
+    with progress_bar(progress and not json_out, "evaluating", total=1) as bar:
+        result = evaluation_results(tr, arm_list, folds=folds, label_budget=label_budget,
+                                    reference=reference, n_resamples=n_resamples, seed=seed,
+                                    cache=cache, progress=bar.report, source=str(traces))
     if out is not None:
-        _write_text(out, _dumps(result, indent=1) + "\n")
+        write_text(out, dumps(result, indent=1) + "\n")
     if json_out:
-        _emit_json(result)
+        emit_json(result)
         return
     rows = []
     for r in result["table"]:
@@ -254,9 +201,9 @@ def evaluate(
         ci = "" if b is None else (f"{b['accuracy']['delta']:+.3f} "
                                    f"[{b['accuracy']['ci_low']:+.3f}, "
                                    f"{b['accuracy']['ci_high']:+.3f}]")
-        rows.append([r["arm"], _f3(r["accuracy"]), _f3(r["ece_ew"]), _f3(r["brier"]),
-                     _f3(r["brier_mc"]), r["n"], ci])
-    _stdout_console().print(_rich_table(
+        rows.append([r["arm"], fmt3(r["accuracy"]), fmt3(r["ece_ew"]), fmt3(r["brier"]),
+                     fmt3(r["brier_mc"]), r["n"], ci])
+    stdout_console().print(rich_table(
         f"{traces.name}: {result['n_tasks']} tasks, {result['n_folds']} outer folds, seed {seed}",
         ["arm", "accuracy", "ECE_ew", "Brier", "Brier_mc", "n",
          f"Δacc vs {reference} [95% CI]"], rows))
@@ -264,11 +211,8 @@ def evaluate(
         typer.echo(f"results written to {out}")
 
 
-# ============================================================================ simulate
-
-
 @app.command()
-@_handled
+@handled
 def convert(
     dataset: Optional[str] = typer.Argument(
         None, help="A crowd set name (bluebirds, act_CF, ...), a bundled DASE excerpt "
@@ -281,10 +225,10 @@ def convert(
     moves: str = typer.Option("proposals", "--moves",
                               help="DASE move mapping: proposals or typed."),
     list_: bool = typer.Option(False, "--list", help="List the known data set names."),
-    json_out: bool = _json_option(),
+    json_out: bool = json_option(),
 ) -> None:
     """Convert a real data set (crowd labels, DASE histories) to a trace file."""
-    _check_out(out, "--out")
+    check_out_path(out, "--out")
     from .. import write_traces
     from ..datasets import DASE_EXCERPTS, list_crowd, load_crowd, load_dase_history, to_traces
 
@@ -292,22 +236,22 @@ def convert(
         names = {"crowd": list(list_crowd()), "crowd_bundled": list(list_crowd(bundled=True)),
                  "dase_excerpts": list(DASE_EXCERPTS)}
         if json_out:
-            _emit_json(names)
+            emit_json(names)
         else:
             typer.echo("crowd sets: " + ", ".join(names["crowd"]))
             typer.echo("bundled crowd sets: " + ", ".join(names["crowd_bundled"]))
             typer.echo("DASE excerpts: " + ", ".join(names["dase_excerpts"]))
         return
     if dataset is None:
-        raise _data_error("name a data set (or pass --list)", "DATASET")
+        raise data_error("name a data set (or pass --list)", "DATASET")
     if out is None:
-        raise _data_error("--out is required", "--out")
+        raise data_error("--out is required", "--out")
     crowd = {n.casefold(): n for n in list_crowd()}
     report: dict[str, Any] = {}
     if dataset in DASE_EXCERPTS or dataset.endswith(".jsonl") or Path(dataset).is_file():
         path = Path(DASE_EXCERPTS.get(dataset, dataset))
         if not path.is_file():
-            raise _data_error("no such file", "DATASET", file=str(path))
+            raise data_error("no such file", "DATASET", file=str(path))
         traces = load_dase_history(path, gold="recover" if gold else None, moves=moves)
         kind = "dase"
         report = dict(traces.report)
@@ -317,17 +261,16 @@ def convert(
         kind = "crowd"
         report = {"name": data.name, "candidates": list(data.candidates)}
     else:
-        raise _data_error(f"unknown data set {dataset!r}: not a crowd set "
-                          f"({', '.join(list_crowd())}), a DASE excerpt "
-                          f"({', '.join(DASE_EXCERPTS)}) or a file", "DATASET")
+        raise data_error(f"unknown data set {dataset!r}: not a crowd set "
+                         f"({', '.join(list_crowd())}), a DASE excerpt "
+                         f"({', '.join(DASE_EXCERPTS)}) or a file", "DATASET")
     write_traces(traces, out)
     n_gold = sum(t.gold is not None for t in traces)
     summary = {"command": "convert", "dataset": dataset, "kind": kind, "out": str(out),
                "n_traces": len(traces), "n_gold": n_gold, "report": report}
     if json_out:
-        _emit_json(summary)
+        emit_json(summary)
     else:
         typer.echo(f"{len(traces)} traces ({n_gold} with gold) from {dataset} written to {out}")
 
 
-# ============================================================================ report
