@@ -12,7 +12,8 @@ Harness ([BDA] §5, Appendix D.1-D.2): ``ARMS``, ``make_arm``, ``is_supervised``
 (``Evaluation``), ``fold_weights``, ``fitted_hyperparameters``, ``decision_flips``,
 ``reliability_ablation``. Model files (JSON + ``.npz``, schema-versioned, no pickle):
 ``save_model``, ``load_model``, ``ModelArtifact``, ``model_state``, ``fingerprint_counts``,
-``check_agents``. Functional pieces of the baselines: ``round0_accuracy`` (``SeatAccuracy``),
+``check_agents``; ``fit_model_file`` and ``predict_tasks`` (the library side of ``bda fit``
+and ``bda predict``). Functional pieces of the baselines: ``round0_accuracy`` (``SeatAccuracy``),
 ``stacking_features``, ``pav``, ``isotonic_regression``, ``fit_posterior_temperature``.
 """
 from ._artifacts import (MODEL_INLINE_LIMIT, MODEL_KIND, MODEL_SCHEMA_VERSION, ModelArtifact, check_agents, fingerprint_counts, load_model, model_state,
@@ -24,6 +25,7 @@ from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticSt
                          stacking_features)
 from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
 from ._dawid_skene import CouncilDawidSkene
+from ._model_files import fit_model_file, predict_tasks
 from ._evaluation import (ARMS, Evaluation, decision_flips, evaluate, fitted_hyperparameters,
                           fold_weights, is_supervised, make_arm, reliability_ablation)
 
@@ -33,7 +35,8 @@ __all__ = [
     "TemperatureScaled", "VerbalizedVote",
     "ARMS", "Evaluation", "decision_flips", "evaluate", "fitted_hyperparameters", "fold_weights",
     "is_supervised", "make_arm", "reliability_ablation",
-    "MODEL_INLINE_LIMIT", "MODEL_KIND", "MODEL_SCHEMA_VERSION", "ModelArtifact", "check_agents", "fingerprint_counts", "load_model", "model_state",
+    "MODEL_INLINE_LIMIT", "MODEL_KIND", "MODEL_SCHEMA_VERSION", "ModelArtifact", "check_agents",
+    "fingerprint_counts", "fit_model_file", "load_model", "model_state", "predict_tasks",
     "save_model",
     "SeatAccuracy", "fit_posterior_temperature", "isotonic_regression", "pav", "round0_accuracy",
     "stacking_features",

@@ -6,14 +6,13 @@ agent list seen at fit time, so train and test agree).
 """
 from __future__ import annotations
 
-from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.counts import Counts, tally
-from .._core.decisions import decide, majority
+from .._core.counts import Counts
+from .._core.decisions import majority
 from .._core.errors import DataError
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
 from .._core.kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for

@@ -1,7 +1,6 @@
 """``bda fit``, ``bda predict``, ``bda evaluate`` and ``bda convert``."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,34 +42,16 @@ def fit(
 ) -> None:
     """Fit an aggregator on labeled traces and save it as a model artifact."""
     check_out_path(out, "--out")
-    from .. import make_arm, tally
-    from ..aggregators import fingerprint_counts, fitted_hyperparameters, is_supervised, save_model
-    from ..report import labeled_count
+    from ..aggregators import fit_model_file
 
-    model = make_arm(arm, seed)
     tr = read_trace_file(traces, lenient)
-    counts = tally(tr)
-    n_labeled = labeled_count(counts)
-    if is_supervised(arm) and n_labeled < 2:
-        raise data_error(f"arm {arm!r} is supervised: it needs at least 2 labeled tasks, the "
-                         f"file has {n_labeled}", "gold", file=str(traces))
-    t0 = time.perf_counter()
     with progress_bar(progress and not json_out, f"fitting {arm} on {len(tr)} tasks"):
-        model.fit(counts)
-    elapsed = time.perf_counter() - t0
-    fp = fingerprint_counts(counts)
-    meta = {"arm": arm, "seed": seed, "traces": str(traces), "n_tasks": len(tr),
-            "n_labeled": n_labeled}
-    save_model(out, model, counts_fingerprint=fp, meta=meta)
-    summary = {"command": "fit", "model": str(out), "arm": arm,
-               "estimator": type(model).__name__, "agents": list(counts.agents),
-               "n_tasks": len(tr), "n_labeled": n_labeled, "params": fitted_hyperparameters(model),
-               "counts_fingerprint": fp, "seconds": elapsed}
+        summary = fit_model_file(tr, arm, out, seed=seed, source=str(traces))
     if json_out:
         emit_json(summary)
         return
-    typer.echo(f"fitted {arm} ({type(model).__name__}) on {len(tr)} tasks "
-               f"({n_labeled} labeled), agents {', '.join(counts.agents)}")
+    typer.echo(f"fitted {arm} ({summary['estimator']}) on {summary['n_tasks']} tasks "
+               f"({summary['n_labeled']} labeled), agents {', '.join(summary['agents'])}")
     if summary["params"]:
         typer.echo("selected: " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                                             for k, v in summary["params"].items()))
@@ -93,41 +74,18 @@ def predict(
 ) -> None:
     """Per-task posterior, decision and confidence from a saved model."""
     check_out_path(out, "--out")
-    import jax
-    import numpy as np
-
-    from .. import tally
-    from ..aggregators import check_agents, fingerprint_counts, load_model
+    from ..aggregators import load_model, predict_tasks
 
     art = load_model(model)
     tr = read_trace_file(traces, lenient)
-    agents = [m.agent for t in tr for m in t.moves]
-    check_agents(art, agents, file=str(traces), allow_missing=allow_missing_agents)
-    counts = tally(tr, agents=art.agents)
-    est = art.estimator
-    proba = np.asarray(est.predict_proba(counts), np.float64)
-    key = None if seed is None else jax.random.key(seed)
-    index = np.asarray(est.predict(counts, key))
-    rows, n_lab, n_ok = [], 0, 0
-    for t, task_id in enumerate(counts.task_ids):
-        cands = counts.candidates[t]
-        k = int(index[t])
-        g = int(counts.gold[t])
-        row = {"task_id": task_id, "candidates": list(cands),
-               "proba": [float(proba[t, j]) for j in range(len(cands))],
-               "decision": cands[k], "index": k, "confidence": float(proba[t, k])}
-        if g >= 0 or counts.gold_missing[t]:
-            row["gold"] = cands[g] if g >= 0 else None
-            row["correct"] = k == g
-            n_lab += 1
-            n_ok += k == g
-        rows.append(row)
-    in_sample = art.counts_fingerprint is not None and \
-        art.counts_fingerprint == fingerprint_counts(counts)
-    summary = {"command": "predict", "model": str(model), "estimator": art.name,
-               "arm": art.meta.get("arm"), "traces": str(traces), "n_tasks": len(rows),
-               "n_labeled": n_lab, "accuracy": (n_ok / n_lab) if n_lab else None,
-               "training_data": in_sample, "out": None if out is None else str(out)}
+    rows, result = predict_tasks(art, tr, seed=seed, allow_missing_agents=allow_missing_agents,
+                                 source=str(traces))
+    summary = {"command": "predict", "model": str(model), "estimator": result["estimator"],
+               "arm": result["arm"], "traces": str(traces), "n_tasks": result["n_tasks"],
+               "n_labeled": result["n_labeled"], "accuracy": result["accuracy"],
+               "training_data": result["training_data"], "out": None if out is None else str(out)}
+    n_lab, in_sample = result["n_labeled"], result["training_data"]
+    n_ok = sum(bool(r.get("correct")) for r in rows)
     if out is not None:
         write_text(out, "".join(dumps(r) + "\n" for r in rows))
     if json_out:
@@ -140,7 +98,7 @@ def predict(
                   "—" if "gold" not in r else (r["gold"] or "(not a candidate)")]
                  for r in rows]
         stdout_console().print(rich_table(
-            f"{summary['arm'] or art.name} posterior — {traces.name}",
+            f"{summary['arm'] or summary['estimator']} posterior — {traces.name}",
             ["task", "posterior over candidates", "decision", "conf.", "gold"], table))
     else:
         typer.echo(f"{len(rows)} predictions written to {out}")

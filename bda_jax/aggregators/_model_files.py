@@ -1,0 +1,91 @@
+"""Fit an arm on traces into a model file, and predict with a model file: the library side of
+``bda fit`` and ``bda predict`` (the CLI only parses options and formats these results)."""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from .._core.counts import tally
+from .._core.errors import DataError
+from .._core.traces import Trace
+from ._artifacts import ModelArtifact, check_agents, fingerprint_counts, save_model
+from ._evaluation import fitted_hyperparameters, is_supervised, make_arm
+
+__all__ = ["fit_model_file", "predict_tasks"]
+
+
+def _n_labeled(counts) -> int:
+    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
+
+
+def fit_model_file(traces: Sequence[Trace], arm: str, out, *, seed: int = 0,
+                   source: str | None = None) -> dict:
+    """Fit arm ``arm`` (a name of :data:`ARMS`, or an ``iso:`` / ``temp:`` wrapper) on labeled
+    ``traces`` and save it to ``out`` (:func:`save_model`, with the training data's fingerprint).
+
+    ``source`` names the trace file in errors and in the model's metadata. A supervised arm needs
+    at least 2 labeled tasks (:class:`~bda_jax.DataError` on field ``gold`` otherwise). Returns the
+    summary ``bda fit --json`` prints: ``model``, ``arm``, ``estimator``, ``agents``, ``n_tasks``,
+    ``n_labeled``, ``params`` (the selected hyperparameters), ``counts_fingerprint``, ``seconds``.
+    """
+    model = make_arm(arm, seed)
+    counts = tally(traces)
+    n_labeled = _n_labeled(counts)
+    if is_supervised(arm) and n_labeled < 2:
+        raise DataError(f"arm {arm!r} is supervised: it needs at least 2 labeled tasks, the "
+                        f"traces have {n_labeled}", file=source, field="gold")
+    t0 = time.perf_counter()
+    model.fit(counts)
+    elapsed = time.perf_counter() - t0
+    fp = fingerprint_counts(counts)
+    meta = {"arm": arm, "seed": seed, "traces": source, "n_tasks": len(traces),
+            "n_labeled": n_labeled}
+    save_model(out, model, counts_fingerprint=fp, meta=meta)
+    return {"command": "fit", "model": str(out), "arm": arm,
+            "estimator": type(model).__name__, "agents": list(counts.agents),
+            "n_tasks": len(traces), "n_labeled": n_labeled,
+            "params": fitted_hyperparameters(model), "counts_fingerprint": fp,
+            "seconds": elapsed}
+
+
+def predict_tasks(artifact: ModelArtifact, traces: Sequence[Trace], *, seed: int | None = None,
+                  allow_missing_agents: bool = False, source: str | None = None
+                  ) -> tuple[list[dict], dict]:
+    """Per-task posterior, decision and confidence of a loaded model on ``traces``.
+
+    The traces' agents must be the model's (:func:`check_agents`; ``allow_missing_agents`` lets a
+    model seat be silent). ``seed`` overrides the model's tie-break seed. Returns ``(rows,
+    summary)``: one row per task (``task_id``, ``candidates``, ``proba`` over them, ``decision``,
+    ``index``, ``confidence``, and ``gold`` / ``correct`` where the task is labeled; a gold outside
+    the candidates is ``None`` and never correct) and the summary ``bda predict --json`` prints
+    (``estimator``, ``arm``, ``n_tasks``, ``n_labeled``, ``accuracy``, ``training_data``: whether
+    these are the very traces the model was fitted on).
+    """
+    check_agents(artifact, [m.agent for t in traces for m in t.moves], file=source,
+                 allow_missing=allow_missing_agents)
+    counts = tally(traces, agents=artifact.agents)
+    est = artifact.estimator
+    proba = np.asarray(est.predict_proba(counts), np.float64)
+    index = np.asarray(est.predict(counts, None if seed is None else jax.random.key(seed)))
+    rows, n_lab, n_ok = [], 0, 0
+    for t, task_id in enumerate(counts.task_ids):
+        cands = counts.candidates[t]
+        k, g = int(index[t]), int(counts.gold[t])
+        row = {"task_id": task_id, "candidates": list(cands),
+               "proba": [float(proba[t, j]) for j in range(len(cands))],
+               "decision": cands[k], "index": k, "confidence": float(proba[t, k])}
+        if g >= 0 or counts.gold_missing[t]:
+            row["gold"] = cands[g] if g >= 0 else None
+            row["correct"] = k == g
+            n_lab += 1
+            n_ok += k == g
+        rows.append(row)
+    in_sample = artifact.counts_fingerprint is not None and \
+        artifact.counts_fingerprint == fingerprint_counts(counts)
+    summary = {"estimator": artifact.name, "arm": artifact.meta.get("arm"),
+               "n_tasks": len(rows), "n_labeled": n_lab,
+               "accuracy": (n_ok / n_lab) if n_lab else None, "training_data": in_sample}
+    return rows, summary
