@@ -1,19 +1,14 @@
 """Small pieces shared by the modules of the routing audit ([Audit]; docs/audit.md): argument
-checks (:func:`positive_int`, :func:`is_int`), error-message quoting (:func:`short_repr`) and
+checks (:func:`positive_int`, :func:`is_int`, from ``bda_jax._core.checks``), error-message quoting (:func:`short_repr`) and
 grouping by label (:func:`group_rows`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._core.errors import DataError
+from .._core.checks import is_int, positive_int
 
 __all__ = ["group_rows", "is_int", "positive_int", "short_repr"]
-
-
-def is_int(x) -> bool:
-    """Whether ``x`` is an integer (Python or NumPy), a bool not counting as one."""
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def short_repr(value, limit: int = 60) -> str:
@@ -24,13 +19,6 @@ def short_repr(value, limit: int = 60) -> str:
     """
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def positive_int(value, field: str, minimum: int = 1) -> int:
-    """``value`` as an int if it is an integer (not a bool) >= ``minimum``, else DataError."""
-    if not is_int(value) or value < minimum:
-        raise DataError(f"{field} must be an integer >= {minimum}, got {value!r}", field=field)
-    return int(value)
 
 
 def group_rows(labels) -> list[tuple[object, np.ndarray]]:

@@ -40,6 +40,7 @@ import numpy as np
 from ._ratio import Ratio, plain_number, ratio
 from ._scores import default_float
 from .._core.errors import DataError
+from .._core.checks import positive_int
 
 __all__ = [
     "BootstrapCI", "BootstrapResult", "cluster_bootstrap", "cluster_bootstrap_batched",
@@ -265,13 +266,6 @@ class BootstrapCI(NamedTuple):
     n_clusters: int
 
 
-def _check_count(value, field: str) -> None:
-    """``value`` must be an integer (not a bool) >= 1."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-            or value < 1:
-        raise DataError(f"{field} must be an integer >= 1, got {value!r}", field=field)
-
-
 def _setup(clusters, n, n_boot, level):
     """Checks the arguments; returns the [n] cluster code of each unit (``numpy.unique`` order
     of the labels as text) and the number of clusters G."""
@@ -279,7 +273,7 @@ def _setup(clusters, n, n_boot, level):
     if cl.ndim != 1 or (n is not None and cl.shape != (n,)) or cl.size == 0:
         raise DataError(f"clusters must be a non-empty 1-d array{'' if n is None else f' [{n}]'},"
                         f" got shape {cl.shape}", field="clusters")
-    _check_count(n_boot, "n_boot")
+    positive_int(n_boot, "n_boot")
     _check_level(level)
     _, unit = np.unique(cl.astype(str), return_inverse=True)
     unit = unit.reshape(-1)
@@ -341,7 +335,7 @@ def cluster_bootstrap_batched(stat_fn: Callable[[np.ndarray], np.ndarray], clust
     (1, 0.75, 3)
     """
     unit, G = _setup(clusters, None, n_boot, level)
-    _check_count(chunk, "chunk")
+    positive_int(chunk, "chunk")
     est = np.asarray(stat_fn(np.ones((1, unit.size))), np.float64).reshape(1, -1)[0]
     draws = np.empty((n_boot, est.size))
     start = 0
