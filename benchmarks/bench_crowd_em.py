@@ -1,13 +1,14 @@
 """Crowd EM speed on the seeded synthetic Dawid-Skene set (20,000 tasks x 5 workers, K = 4):
 bda_jax's DawidSkene, OneCoinDawidSkene, GLAD and MACE against crowd-kit 1.4.2's times from the
 latest run recorded in benchmarks/results/crowdkit_synthetic.json (run
-``benchmarks/crowdkit_synthetic.py`` with crowd-kit's own virtual environment right before this
-script, on the same quiet machine, for an honest ratio).
+``python -m benchmarks.crowdkit_synthetic`` with crowd-kit's own virtual environment right
+before this script, on the same quiet machine, for an honest ratio).
 
 Same data (``make_synthetic_ds`` regenerates it with NumPy alone), crowd-kit's default tolerance
 and iteration caps. Each method runs once cold (compile included, reported separately) and
 three times warm (median reported), through the DataFrame surface users call. Writes
-benchmarks/results/crowd_em_cpu.json.
+benchmarks/results/crowd_em_cpu.json. Run from the repository root:
+``python -m benchmarks.bench_crowd_em``.
 """
 from __future__ import annotations
 
@@ -15,20 +16,17 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
+import pandas as pd
+
+from bda_jax import crowd
+from benchmarks.crowdkit_synthetic import make_synthetic_ds
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import jax  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from bda_jax import crowd  # noqa: E402
-from crowdkit_synthetic import make_synthetic_ds  # noqa: E402
 
 METHODS = {"DS": lambda: crowd.DawidSkene(n_iter=100, tol=1e-5),
            "OneCoinDS": lambda: crowd.OneCoinDawidSkene(n_iter=100, tol=1e-5,

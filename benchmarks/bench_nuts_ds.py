@@ -1,6 +1,6 @@
 """NUTS for the hand-marginalized Bayesian Dawid–Skene vs a funsor-enumerated reference.
 
-Issue 6 targets: warm NUTS ≤ 15 s, r̂ ≤ 1.01, and ≥ 4× faster than a funsor-enumerated model in
+Targets: warm NUTS ≤ 15 s, r̂ ≤ 1.01, and ≥ 4× faster than a funsor-enumerated model in
 the style of NumPyro's ``examples/annotation.py`` (``dawid_skene``) run in the same benchmark.
 
 Data: 20,000 tasks × 5 workers, K = 4, from ``make_synthetic_ds()`` (benchmarks/crowdkit_synthetic.py;
@@ -28,7 +28,7 @@ sequential reference run (the JSON's ``reference_method`` says which run each ra
 default runs both. The load average is recorded at the start, between ours and the reference, and
 at the end (the 2 cores are shared, so timings move with the load).
 Writes benchmarks/results/nuts_ds_cpu.json.
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_nuts_ds.py [--ref-methods ...]``.
+Run from the repository root: ``python -m benchmarks.bench_nuts_ds [--ref-methods ...]``.
 """
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -52,15 +51,10 @@ from numpyro.infer import MCMC, NUTS, init_to_value
 from numpyro.infer.util import initialize_model
 from numpyro.ops.indexing import Vindex
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-from crowdkit_synthetic import make_synthetic_ds  # noqa: E402
+from bda_jax.models import dawid_skene as ds, diagnostics as dg, inference as inf
+from benchmarks.crowdkit_synthetic import make_synthetic_ds
 
-try:
-    from bda_jax.models import dawid_skene as ds, _diagnostics as dg, inference as inf  # noqa: E402
-except ImportError:
-    from models import dawid_skene as ds, _diagnostics as dg, inference as inf  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 METHODS = ("sequential", "vectorized")
 CHAINS, WARMUP, SAMPLES = 2, 500, 500

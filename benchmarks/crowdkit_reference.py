@@ -5,8 +5,8 @@ Standalone: run it with the interpreter of a *separate* virtual environment that
 
     /root/.pyenv/versions/3.12.1/bin/python -m venv /work/crowdkit-venv
     /work/crowdkit-venv/bin/pip install crowd-kit==1.4.2 "scikit-learn<1.6"   # Wawa needs sklearn < 1.6
-    /work/crowdkit-venv/bin/python benchmarks/crowdkit_reference.py             # everything
-    /work/crowdkit-venv/bin/python benchmarks/crowdkit_reference.py --only zheng_d_product,zheng_s4_relevance --methods DS,MV
+    /work/crowdkit-venv/bin/python -m benchmarks.crowdkit_reference            # everything
+    /work/crowdkit-venv/bin/python -m benchmarks.crowdkit_reference --only zheng_d_product,zheng_s4_relevance --methods DS,MV
 
 What it does, per dataset (the categorical crowd label sets in ``shared/data``, read directly from
 the files, because crowd-kit's own downloaders need the network):

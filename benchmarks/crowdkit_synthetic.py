@@ -1,9 +1,9 @@
 """crowd-kit 1.4.2 on a seeded synthetic Dawid-Skene data set: 20,000 tasks x 5 workers, K = 4.
 
-Standalone: run with the interpreter of crowd-kit's own virtual environment (never the project's
-.venv; it does not import bda_jax)::
+Standalone: run from the repository root with the interpreter of crowd-kit's own virtual
+environment (never the project's .venv; it does not import bda_jax)::
 
-    /work/crowdkit-venv/bin/python benchmarks/crowdkit_synthetic.py
+    /work/crowdkit-venv/bin/python -m benchmarks.crowdkit_synthetic
 
 The data come from :func:`make_synthetic_ds` below, which uses NumPy only and can be copied as
 is (e.g. into bda_jax's tests) to regenerate the identical data:
@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import pandas as pd
 
-    sys.path.insert(0, str(here))
-    import crowdkit_reference as ref  # sibling script: same crowd-kit runner, versions, machine info
+    # the sibling module: same crowd-kit runner, versions, machine info (imported here: it
+    # imports crowd-kit, which only crowd-kit's venv has; make_synthetic_ds needs NumPy alone)
+    from benchmarks import crowdkit_reference as ref
 
     task, worker, label, truth = make_synthetic_ds(args.seed, args.tasks)
     n_workers, K = CONF.shape[0], CONF.shape[1]

@@ -23,7 +23,8 @@ from :func:`prepare` = :func:`models.dawid_skene.prepare`)::
     z_t ~ Categorical(pi),   y_p | z_{t_p} ~ Categorical(C[w_p, z_{t_p}, :])
 
 The confusion tensor is built from ``theta`` and handed to the Dawid–Skene pattern code
-(``_pattern_joint``: tasks with identical answer patterns share one U × K term). Default
+(:func:`~models.dawid_skene.pattern_joint`: tasks with identical answer patterns share one U × K
+term). Default
 ``Beta(4, 1)``: mean 0.8, P(theta < 1/2) = 1/16, i.e. workers are assumed better than chance but
 an adversary with a few dozen labels is still found (a likelihood of tens of nats beats the prior's
 log-ratio ``3 log(0.8 / 0.1) ≈ 6``); at K = 2 it is exactly the diagonal marginal of the
@@ -58,10 +59,11 @@ hence the MAP objective, bounded (MACE's VB ``Beta(0.5, 0.5)`` is unbounded at 0
     P(y_p = z_t | z_t) = sigmoid(alpha_{w_p} beta_{t_p});  each wrong label (1 - sigmoid) / (K - 1)
 
 ``beta_t`` is per task, so two tasks with the same answers do not share a likelihood term and
-answer patterns do not apply: the model works on the raw labels, ``term[p, k] = log sigmoid(a
-b)`` if ``y_p == k`` else ``log((1 - sigmoid(a b)) / (K - 1))`` [P, K], summed into tasks by
-``jax.ops.segment_sum``. Hence its own :class:`GLADData` (the raw ``task/worker/label`` arrays,
-sorted by task, plus gold and static sizes) — ``DSData`` keeps only the deduplicated patterns.
+answer patterns do not apply: the model works on the vote cells, ``term[e, k] = w_e log
+sigmoid(a b)`` if ``y_e == k`` else ``w_e log((1 - sigmoid(a b)) / (K - 1))`` [E, K] (``w_e``
+the cell's votes), summed into tasks by ``jax.ops.segment_sum``. Hence its own :class:`GLADData`
+(the crowd's :class:`~bda_jax.crowd.CrowdVotes` plus gold) — ``DSData`` keeps only the
+deduplicated patterns.
 Default ``mu_a = 1, s_a = 1``: a positive mean says "better than chance" (``sigmoid(1) = 0.73``
 at ``beta = 1``) and breaks the sign symmetry ``alpha -> -alpha`` (at K = 2 with swapped classes
 the likelihood is unchanged), while ``alpha < 0`` (adversaries) keeps prior mass 0.16; ``s_b =
@@ -87,8 +89,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .dawid_skene import (DSData, _pattern_joint, _pattern_log_lik, check_sparse, prepare,
-                          task_class_log_post)
+from bda_jax.crowd import CrowdVotes, check_gold, votes_from_labels
+from .dawid_skene import DSData, pattern_joint, pattern_log_lik, prepare, task_class_log_post
 from .inference import ModelSpec
 
 __all__ = [
@@ -97,7 +99,8 @@ __all__ = [
     "one_coin_class_log_post", "one_coin_init", "ONE_COIN_SPEC",
     "MACEPrior", "mace_conf", "mace_model", "mace_log_lik", "mace_class_log_post", "mace_init",
     "MACE_SPEC",
-    "GLADData", "GLADPrior", "prepare_glad", "glad_model", "glad_joint", "glad_log_lik",
+    "GLADData", "GLADPrior", "prepare_glad", "prepare_glad_votes", "glad_model", "glad_joint",
+    "glad_log_lik",
     "glad_class_log_post", "glad_init", "GLAD_SPEC",
 ]
 
@@ -131,7 +134,7 @@ def _one_coin_ds_params(params, data: DSData):
 def one_coin_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] at ``{"pi": [K], "theta": [W]}`` (gold: joint)."""
     p = _one_coin_ds_params(params, data)
-    return _pattern_log_lik(_pattern_joint(p["pi"], p["conf"], data), data)[data.task_pat]
+    return pattern_log_lik(pattern_joint(p["pi"], p["conf"], data), data)[data.task_pat]
 
 
 def one_coin_class_log_post(params, data: DSData):
@@ -145,8 +148,8 @@ def one_coin_model(data: DSData, prior: OneCoinPrior = OneCoinPrior()):
     K, W = data.K, data.n_workers
     pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(K, prior.alpha_pi)))
     theta = numpyro.sample("theta", dist.Beta(prior.a, prior.b).expand([W]).to_event(1))
-    joint = _pattern_joint(pi, one_coin_conf(theta, K), data)
-    numpyro.factor("log_lik", _pattern_log_lik(joint, data)[data.task_pat])
+    joint = pattern_joint(pi, one_coin_conf(theta, K), data)
+    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
 
 
 def one_coin_init(data: DSData, acc: float = 0.7):
@@ -178,12 +181,12 @@ def mace_conf(theta, xi):
 
 
 def _mace_joint(params, data: DSData):
-    return _pattern_joint(_uniform(data.K), mace_conf(params["theta"], params["xi"]), data)
+    return pattern_joint(_uniform(data.K), mace_conf(params["theta"], params["xi"]), data)
 
 
 def mace_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] at ``{"theta": [W], "xi": [W, K]}`` (gold: joint)."""
-    return _pattern_log_lik(_mace_joint(params, data), data)[data.task_pat]
+    return pattern_log_lik(_mace_joint(params, data), data)[data.task_pat]
 
 
 def mace_class_log_post(params, data: DSData):
@@ -198,8 +201,8 @@ def mace_model(data: DSData, prior: MACEPrior = MACEPrior()):
     K, W = data.K, data.n_workers
     theta = numpyro.sample("theta", dist.Beta(prior.a, prior.b).expand([W]).to_event(1))
     xi = numpyro.sample("xi", dist.Dirichlet(jnp.full((W, K), prior.gamma)).to_event(1))
-    joint = _pattern_joint(_uniform(K), mace_conf(theta, xi), data)
-    numpyro.factor("log_lik", _pattern_log_lik(joint, data)[data.task_pat])
+    joint = pattern_joint(_uniform(K), mace_conf(theta, xi), data)
+    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
 
 
 def mace_init(data: DSData, competence: float = 0.7):
@@ -217,16 +220,23 @@ MACE_SPEC = ModelSpec("mace", mace_model, mace_init, mace_log_lik, mace_class_lo
 
 
 class GLADData(NamedTuple):
-    """Raw sparse labels for GLAD (a pytree of arrays + static ints).
-
-    task, worker, label: [P] int32, sorted by task (stable); gold: [T] int32 (-1 = unknown)."""
-    task: jax.Array
-    worker: jax.Array
-    label: jax.Array
+    """GLAD's data (a pytree; the sizes are static through the shapes): ``votes``, the crowd's
+    :class:`~bda_jax.crowd.CrowdVotes` (cells sorted by task), and ``gold`` [T] int32 (-1 =
+    unknown)."""
+    votes: CrowdVotes
     gold: jax.Array
-    n_tasks: int
-    n_workers: int
-    K: int
+
+    @property
+    def n_tasks(self) -> int:
+        return self.votes.shape[0]
+
+    @property
+    def n_workers(self) -> int:
+        return self.votes.shape[1]
+
+    @property
+    def K(self) -> int:
+        return self.votes.shape[2]
 
 
 class GLADPrior(NamedTuple):
@@ -240,23 +250,25 @@ def prepare_glad(task, worker, label, K=None, n_tasks=None, n_workers=None,
                  gold=None) -> GLADData:
     """Build :class:`GLADData` from the sparse layout (same arguments and checks as
     :func:`prepare`)."""
-    task, worker, label, gold, K, T, W = check_sparse(task, worker, label, K, n_tasks,
-                                                      n_workers, gold)
-    order = np.argsort(task, kind="stable")
-    return GLADData(jnp.asarray(task[order], jnp.int32), jnp.asarray(worker[order], jnp.int32),
-                    jnp.asarray(label[order], jnp.int32), jnp.asarray(gold, jnp.int32),
-                    n_tasks=T, n_workers=W, K=K)
+    return prepare_glad_votes(votes_from_labels(task, worker, label, n_tasks, n_workers, K), gold)
+
+
+def prepare_glad_votes(votes: CrowdVotes, gold=None) -> GLADData:
+    """Build :class:`GLADData` from a crowd's :class:`~bda_jax.crowd.CrowdVotes` and ``gold``
+    ([T], -1 = unknown)."""
+    T, _, K = votes.shape
+    return GLADData(votes, jnp.asarray(check_gold(gold, np.ones((T, K), bool))))
 
 
 def glad_joint(params, data: GLADData):
     """``log p(z_t = k, y_t)`` [T, K] at ``{"alpha": [W], "log_beta": [T]}`` (uniform truth)."""
-    K = data.K
-    x = params["alpha"][data.worker] * jnp.exp(params["log_beta"])[data.task]     # [P]
+    K, v = data.K, data.votes
+    x = params["alpha"][v.agent] * jnp.exp(params["log_beta"])[v.task]            # [E]
     right = jax.nn.log_sigmoid(x)                                   # log sigmoid(a b)
     wrong = jax.nn.log_sigmoid(-x) - jnp.log(K - 1.0)               # log((1 - sigmoid) / (K-1))
-    hit = data.label[:, None] == jnp.arange(K)[None, :]
-    terms = jnp.where(hit, right[:, None], wrong[:, None])          # [P, K]
-    s = jax.ops.segment_sum(terms, data.task, num_segments=data.n_tasks, indices_are_sorted=True)
+    hit = v.label[:, None] == jnp.arange(K)[None, :]
+    terms = jnp.where(hit, right[:, None], wrong[:, None]) * v.weight[:, None]    # [E, K]
+    s = jax.ops.segment_sum(terms, v.task, num_segments=data.n_tasks, indices_are_sorted=True)
     return s - jnp.log(float(K))
 
 

@@ -12,8 +12,9 @@ Generative story (Dawid & Skene 1979, Bayesian form), K classes, W workers, T ta
 with a diagonal-dominant initialization pins the labelling of the classes (no label switching).
 
 z_t is never sampled: each task's marginal likelihood is, with ``n_t[w, l]`` the number of times
-worker w gave label l on task t (sufficient statistics, built from a sparse ``task/worker/label``
-layout of P labels — never a dense T × W matrix),
+worker w gave label l on task t (sufficient statistics: the vote cells of
+:class:`~bda_jax.crowd.CrowdVotes`, built from a sparse ``task/worker/label`` layout of P labels
+— never a dense T × W matrix),
 
     log p(y_t | pi, C) = logsumexp_k [ log pi_k + sum_{w,l} n_t[w, l] log C[w, k, l] ]
 
@@ -22,8 +23,8 @@ and a task with a known (gold) class g contributes the joint term ``log pi_g + s
 per-task marginal log-likelihoods are the pointwise log-likelihoods LOO needs.
 
 Speed: tasks with identical answer patterns (same multiset of (worker, label) pairs and same gold)
-have identical likelihood terms, so :func:`prepare` groups them ("patterns", U ≤ T of them) and the
-model evaluates U × K terms, then gathers them back to the T tasks.
+have identical likelihood terms, so :func:`prepare_votes` groups them ("patterns", U ≤ T of them)
+and the model evaluates U × K terms, then gathers them back to the T tasks.
 
 Inference: :data:`SPEC` describes the model to :mod:`models.inference` (NUTS, SVI with an
 autoguide and optax, MAP; per-task log-likelihoods and class posteriors over the draws).
@@ -46,11 +47,12 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from bda_jax.crowd import CrowdVotes, check_gold, votes_from_labels
 from .inference import ModelSpec
 
 __all__ = [
-    "DSData", "DSPrior", "check_sparse", "prepare", "ds_model", "task_log_lik", "task_class_log_post",
-    "default_init", "SPEC",
+    "DSData", "DSPrior", "prepare", "prepare_votes", "pattern_joint", "pattern_log_lik",
+    "ds_model", "task_log_lik", "task_class_log_post", "default_init", "SPEC",
 ]
 
 
@@ -77,40 +79,23 @@ class DSPrior(NamedTuple):
     beta_off: float = 1.0
 
 
-def check_sparse(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None):
-    """Validate the sparse layout ``task, worker, label`` ([P] ints) and ``gold`` ([T], -1 =
-    unknown); returns int64 arrays ``task, worker, label, gold`` and the sizes ``K, T, W``
-    (inferred from the data where not given). Raises ``ValueError`` naming what is wrong."""
-    task = np.asarray(task, np.int64)
-    worker = np.asarray(worker, np.int64)
-    label = np.asarray(label, np.int64)
-    if not (task.shape == worker.shape == label.shape) or task.ndim != 1:
-        raise ValueError("task, worker, label must be 1-D arrays of equal length")
-    K = int(label.max()) + 1 if K is None else int(K)
-    T = int(task.max()) + 1 if n_tasks is None else int(n_tasks)
-    W = int(worker.max()) + 1 if n_workers is None else int(n_workers)
-    if K < 2:
-        raise ValueError("need K >= 2 classes")
-    if task.size and (label.min() < 0 or label.max() >= K or worker.min() < 0
-                      or worker.max() >= W or task.min() < 0 or task.max() >= T):
-        raise ValueError("label must lie in [0, K), worker in [0, n_workers), task in "
-                         "[0, n_tasks)")
-    gold = np.full(T, -1, np.int64) if gold is None else np.asarray(gold, np.int64)
-    if gold.shape != (T,) or (gold < -1).any() or (gold >= K).any():
-        raise ValueError(f"gold must have shape ({T},) with values in [-1, K)")
-    return task, worker, label, gold, K, T, W
-
-
 def prepare(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None) -> DSData:
-    """Build :class:`DSData` from the sparse layout ``task, worker, label`` ([P] ints).
+    """Build :class:`DSData` from the sparse layout ``task, worker, label`` ([P] ints; sizes
+    default to one more than the largest code): :func:`bda_jax.crowd.votes_from_labels`, then
+    :func:`prepare_votes`. ``gold`` (optional, [T] ints, -1 = unknown) clamps tasks to their
+    known class. Bad input raises :class:`~bda_jax.DataError` naming the field."""
+    return prepare_votes(votes_from_labels(task, worker, label, n_tasks, n_workers, K), gold)
 
-    ``gold`` (optional, [T] ints, -1 = unknown) clamps tasks to their known class."""
-    task, worker, label, gold, K, T, W = check_sparse(task, worker, label, K, n_tasks,
-                                                      n_workers, gold)
-    # distinct (task, pair) cells with counts
-    pair = worker * K + label
-    cell, cnt = np.unique(task * (W * K) + pair, return_counts=True)
-    c_task, c_pair = cell // (W * K), cell % (W * K)
+
+def prepare_votes(votes: CrowdVotes, gold=None) -> DSData:
+    """Build :class:`DSData` from a crowd's :class:`~bda_jax.crowd.CrowdVotes` (every task's
+    classes are the votes' K slots) and ``gold`` ([T], -1 = unknown)."""
+    T, W, K = votes.shape
+    gold = check_gold(gold, np.ones((T, K), bool)).astype(np.int64)
+    keep = np.asarray(votes.weight) > 0
+    c_task = np.asarray(votes.task, np.int64)[keep]
+    c_pair = (np.asarray(votes.agent, np.int64) * K + np.asarray(votes.label))[keep]
+    cnt = np.rint(np.asarray(votes.weight, np.float64)[keep]).astype(np.int64)
     # canonical per-task key: the sorted list of (pair, count), padded, plus gold
     deg = np.bincount(c_task, minlength=T)
     width = int(deg.max()) if deg.size else 0
@@ -136,8 +121,10 @@ def prepare(task, worker, label, K=None, n_tasks=None, n_workers=None, gold=None
     )
 
 
-def _pattern_joint(pi, conf, data: DSData):
-    """log pi_k + sum_{w,l} n_u[w,l] log C[w,k,l] per pattern: [U, K]."""
+def pattern_joint(pi, conf, data: DSData):
+    """``log pi_k + sum_{w,l} n_u[w,l] log C[w,k,l]`` per pattern: [U, K] (``pi`` [K], ``conf``
+    [W, K, K] rows = true class); the one-coin and MACE models of :mod:`.annotators` pass their
+    implied confusion."""
     K = data.K
     logc = jnp.log(conf)                                   # [W, K_true, K_obs]
     table = jnp.transpose(logc, (0, 2, 1)).reshape(-1, K)  # [W*K_obs, K_true]
@@ -147,7 +134,9 @@ def _pattern_joint(pi, conf, data: DSData):
     return jnp.log(pi) + s
 
 
-def _pattern_log_lik(joint, data: DSData):
+def pattern_log_lik(joint, data: DSData):
+    """Per-pattern log-likelihood [U] from :func:`pattern_joint`: the marginal over the class,
+    or the joint term of the gold class for gold patterns."""
     marg = jax.nn.logsumexp(joint, axis=-1)
     g = jnp.clip(data.pat_gold, 0)
     clamp = jnp.take_along_axis(joint, g[:, None], axis=-1)[:, 0]
@@ -156,13 +145,13 @@ def _pattern_log_lik(joint, data: DSData):
 
 def task_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] (gold tasks: joint term of their gold class)."""
-    joint = _pattern_joint(params["pi"], params["conf"], data)
-    return _pattern_log_lik(joint, data)[data.task_pat]
+    joint = pattern_joint(params["pi"], params["conf"], data)
+    return pattern_log_lik(joint, data)[data.task_pat]
 
 
 def task_class_log_post(params, data: DSData):
     """Per-task log posterior over the class [T, K] (gold tasks: one-hot)."""
-    joint = _pattern_joint(params["pi"], params["conf"], data)
+    joint = pattern_joint(params["pi"], params["conf"], data)
     lp = joint - jax.nn.logsumexp(joint, axis=-1, keepdims=True)
     onehot = jax.nn.one_hot(jnp.clip(data.pat_gold, 0), data.K)
     lp = jnp.where(data.pat_gold[:, None] >= 0, jnp.where(onehot > 0, 0.0, -jnp.inf), lp)
@@ -176,8 +165,8 @@ def ds_model(data: DSData, prior: DSPrior = DSPrior()):
     pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(K, prior.alpha_pi)))
     conc = prior.beta_off + (prior.beta_diag - prior.beta_off) * jnp.eye(K)
     conf = numpyro.sample("conf", dist.Dirichlet(jnp.broadcast_to(conc, (W, K, K))).to_event(1))
-    joint = _pattern_joint(pi, conf, data)
-    numpyro.factor("log_lik", _pattern_log_lik(joint, data)[data.task_pat])
+    joint = pattern_joint(pi, conf, data)
+    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
 
 
 def default_init(data: DSData, acc: float = 0.7):

@@ -1,9 +1,9 @@
 """Hierarchical reliability: BDA's one-coin as a generative model with a learned population prior.
 
-Seed 003's one-coin kernel (Eqs. 1–2) integrates each agent's reliability θ_i *per task* under a
-finite-strength Beta prior whose strength s is a CV-selected constant; at K = 2 that caps the
-posterior (Theorem 2c: 0.9987 for Beta(8.8, 7.2), θ* = 0.8, I = 3). Remark 2 names the fix and
-leaves it as future work: one global θ_i per seat whose posterior strength grows with every labeled
+BDA's one-coin kernel ([BDA] Eqs. 1–2) integrates each agent's reliability θ_i *per task* under
+a finite-strength Beta prior whose strength s is a CV-selected constant; at K = 2 that caps the
+posterior ([BDA] Theorem 2c: 0.9987 for Beta(8.8, 7.2), θ* = 0.8, I = 3). [BDA] Remark 2 names
+the fix and leaves it as future work: one global θ_i per seat whose posterior strength grows with every labeled
 move. This module is that model (docs/models.md ceiling example: tests/test_models_hierarchical.py).
 
 Generative story over BDA's typed-move counts (docs/trace-format.md: ``N[t,i]`` informative moves,

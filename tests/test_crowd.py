@@ -1,4 +1,4 @@
-"""Crowd aggregation on crowd-kit's surface over the sparse pair layout (issue 5, item 2)."""
+"""Crowd aggregation on crowd-kit's surface over the sparse pair layout."""
 import jax
 import numpy as np
 import pandas as pd

@@ -1,4 +1,5 @@
-"""GLAD and MACE over sparse crowd labels (bda_jax/glad.py, mace.py).
+"""GLAD and MACE over sparse crowd votes (bda_jax.crowd.glad_em, mace_em) and the SciPy CG port
+under GLAD's M-step (bda_jax.crowd.minimize_cg).
 
 Every EM run uses one shape (T = 60 tasks x W = 6 workers, K = 3, every task labeled by every
 worker: P = 360 rows; MACE with 3 restarts) so the file compiles each program once.
@@ -26,12 +27,16 @@ import scipy.special
 import scipy.stats
 
 import bda_jax
-from bda_jax.crowd._glad import (GLADParams, crowd_labels, glad_e_step, glad_em, glad_m_step,
-                               glad_objective)
-from bda_jax.crowd._mace import MACECounts, MACEParams, mace_e_step, mace_em, mace_m_step
+from bda_jax.crowd import (GLADParams, MACECounts, MACEParams, difference_line, glad_e_step,
+                           glad_em, glad_m_step, glad_objective, mace_e_step, mace_em,
+                           mace_m_step, minimize_cg, votes_from_labels)
 
 T, W, K = 60, 6, 3
 R = 3                      # MACE restarts in every run here
+
+
+def _votes(task, worker, label, mask=None, dtype=None):
+    return votes_from_labels(task, worker, label, T, W, K, mask=mask, dtype=dtype)
 
 
 def _glad_data(seed):
@@ -133,10 +138,10 @@ def test_glad_e_step_matches_numpy_reference():
     label, mask, gold = _mask_and_gold(label, task)
     rs = np.random.RandomState(0)
     alpha, lb = rs.normal(1, 1, W), rs.normal(0, 0.5, T)
-    data = crowd_labels(task, worker, label, T, W, K, mask=mask, gold=gold)
+    data = _votes(task, worker, label, mask)
     params = GLADParams(jnp.asarray(alpha, jnp.float32), jnp.asarray(lb, jnp.float32),
                         jnp.full(K, -np.log(K), jnp.float32))
-    log_q, ll = glad_e_step(data, params)
+    log_q, ll = glad_e_step(data, params, gold)
     ref_q, ref_ll = _np_glad_e(task, worker, label, alpha, lb, mask, gold)
     np.testing.assert_allclose(np.exp(np.asarray(log_q)), np.exp(ref_q), atol=1e-5)
     np.testing.assert_allclose(np.asarray(ll), ref_ll, rtol=1e-5)
@@ -169,7 +174,7 @@ def test_glad_m_step_matches_scipy_cg():
     the slow test checks 25 iterations in float64)."""
     task, worker, label, *_ = _glad_data(4)
     label, mask, gold = _mask_and_gold(label, task)
-    r = glad_em(task, worker, label, T, W, K, mask=mask, gold=gold, n_iter=1, m_step_max_iter=3)
+    r = glad_em(_votes(task, worker, label, mask), gold=gold, n_iter=1, m_step_max_iter=3)
     ref = _scipy_m_step(task, worker, label, mask, gold, 3)
     assert int(r.m_step_iters[0]) == ref.nit == 3
     np.testing.assert_allclose(np.asarray(r.params.alpha), ref.x[:W], atol=1e-5)
@@ -181,11 +186,11 @@ def test_glad_m_step_matches_scipy_cg_float64():
     """crowd-kit's full M-step (25 CG iterations) in float64: the port lands on SciPy's point."""
     task, worker, label, *_ = _glad_data(4)
     label, mask, gold = _mask_and_gold(label, task)
-    data = crowd_labels(task, worker, label, T, W, K, mask=mask, gold=gold)
     with jax.enable_x64(True):
+        data = _votes(task, worker, label, mask, "float64")
         params = GLADParams(jnp.ones(W, jnp.float64), jnp.ones(T, jnp.float64),
                             jnp.full(K, -np.log(K), jnp.float64))
-        log_q, _ = glad_e_step(data, params)
+        log_q, _ = glad_e_step(data, params, gold)
         new, iters, failed = glad_m_step(data, log_q, params)
         new_alpha, new_lb = np.asarray(new.alpha), np.asarray(new.log_beta)
     ref = _scipy_m_step(task, worker, label, mask, gold, 25)
@@ -196,7 +201,7 @@ def test_glad_m_step_matches_scipy_cg_float64():
 
 def test_glad_em_matches_crowdkit_recorded():
     task, worker, label, *_ = _glad_data(0)
-    r = glad_em(task, worker, label, T, W, K)
+    r = glad_em(_votes(task, worker, label))
     # recorded from crowd-kit 1.4.2 (module docstring); float32 here, float64 there
     assert int(r.n_iter) == 2 and bool(r.converged)
     np.testing.assert_allclose(np.asarray(r.loss_history)[:2],
@@ -218,7 +223,7 @@ def test_glad_map_objective_non_decreasing_and_recovery():
     """With ``tol=-inf`` all 100 iterations run: the MAP objective never decreases; abilities
     separate strong from weak workers and hard items get larger difficulty 1/beta."""
     task, worker, label, truth, alpha, log_beta = _glad_data(0)
-    r = glad_em(task, worker, label, T, W, K, tol=-np.inf)
+    r = glad_em(_votes(task, worker, label), tol=-np.inf)
     assert int(r.n_iter) == 100 and not bool(r.converged)
     obj = np.asarray(r.objective_history)
     assert np.isfinite(obj).all()
@@ -235,11 +240,11 @@ def test_glad_gold_mask_and_determinism():
     task, worker, label, *_ = _glad_data(5)
     label, mask, gold = _mask_and_gold(label, task)
     gold[7] = (label[task == 7][0] + 1) % K           # gold that disagrees with worker 0
-    r = glad_em(task, worker, label, T, W, K, mask=mask, gold=gold)
+    r = glad_em(_votes(task, worker, label, mask), gold=gold)
     p = np.exp(np.asarray(r.log_posterior))
     np.testing.assert_array_equal(p[[5, 6, 7]], np.eye(K)[gold[[5, 6, 7]]])
     assert (p[:5, 2] == 0).all() and np.allclose(p.sum(1), 1, atol=1e-6)
-    again = glad_em(task, worker, label, T, W, K, mask=mask, gold=gold)
+    again = glad_em(_votes(task, worker, label, mask), gold=gold)
     for x, y in zip(jax.tree_util.tree_leaves(r), jax.tree_util.tree_leaves(again)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
@@ -255,9 +260,9 @@ def test_mace_steps_match_numpy_reference():
     sw /= sw.sum(1, keepdims=True)
     st = rs.uniform(1, 2.5, (W, K))
     st /= st.sum(1, keepdims=True)
-    data = crowd_labels(task, worker, label, T, W, K, mask=mask, gold=gold)
+    data = _votes(task, worker, label, mask)
     params = MACEParams(*(jnp.asarray(a, jnp.float32) for a in (sw[:, 0], sw[:, 1], st)))
-    log_q, ll, counts = mace_e_step(data, params)
+    log_q, ll, counts = mace_e_step(data, params, gold)
     q, ref_ll, (c_spam, c_know, c_strat) = _np_mace_e(task, worker, label, sw[:, 0], sw[:, 1],
                                                       st, mask, gold)
     np.testing.assert_allclose(np.exp(np.asarray(log_q)), q, atol=1e-5)
@@ -304,7 +309,7 @@ def _crowdkit_start():
 ])
 def test_mace_matches_crowdkit_recorded(method, spamming, thetas4, probas):
     task, worker, label, *_ = _mace_data(1)
-    r = mace_em(None, task, worker, label, T, W, K, method=method, init=_crowdkit_start())
+    r = mace_em(None, _votes(task, worker, label), method=method, init=_crowdkit_start())
     # recorded from crowd-kit 1.4.2 (module docstring)
     np.testing.assert_allclose(np.c_[r.params.spam, r.params.competence], spamming, atol=1e-5)
     np.testing.assert_allclose(np.asarray(r.params.strategy)[4], thetas4, atol=1e-5)
@@ -315,7 +320,7 @@ def test_mace_matches_crowdkit_recorded(method, spamming, thetas4, probas):
 def test_mace_objective_non_decreasing_and_spammers(method):
     """EM's MAP objective and VB's ELBO never decrease; spammers get low competence."""
     task, worker, label, truth, theta = _mace_data(1)
-    r = mace_em(0, task, worker, label, T, W, K, n_restarts=R, method=method)
+    r = mace_em(0, _votes(task, worker, label), n_restarts=R, method=method)
     obj = np.asarray(r.objective_history)
     for row in obj:
         row = row[np.isfinite(row)]
@@ -334,14 +339,15 @@ def test_mace_gold_mask_and_determinism():
     task, worker, label, *_ = _mace_data(3)
     label, mask, gold = _mask_and_gold(label, task)
     key = jax.random.key(7)
-    r = mace_em(key, task, worker, label, T, W, K, n_restarts=R, mask=mask, gold=gold)
+    votes = _votes(task, worker, label, mask)
+    r = mace_em(key, votes, n_restarts=R, gold=gold)
     p = np.exp(np.asarray(r.log_posterior))
     np.testing.assert_array_equal(p[[5, 6]], np.eye(K)[[2, 0]])
     assert (p[:5, 2] == 0).all() and np.allclose(p.sum(1), 1, atol=1e-6)
-    again = mace_em(key, task, worker, label, T, W, K, n_restarts=R, mask=mask, gold=gold)
+    again = mace_em(key, votes, n_restarts=R, gold=gold)
     for x, y in zip(jax.tree_util.tree_leaves(r), jax.tree_util.tree_leaves(again)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    other = mace_em(8, task, worker, label, T, W, K, n_restarts=R, mask=mask, gold=gold)
+    other = mace_em(8, votes, n_restarts=R, gold=gold)
     assert not np.array_equal(np.asarray(other.restart_log_likelihood),
                               np.asarray(r.restart_log_likelihood))      # other starts ...
     np.testing.assert_array_equal(np.argmax(np.asarray(other.log_posterior), 1),
@@ -362,30 +368,116 @@ def test_bad_inputs_name_the_field():
     task, worker, label, *_ = _glad_data(0)
     bad = label.copy()
     bad[3] = K
+    _raises("label", votes_from_labels, task, worker, bad, T, W, K)
+    _raises("worker", votes_from_labels, task, np.where(worker == 2, -1, worker), label, T, W, K)
+    _raises("task", votes_from_labels, task + 1, worker, label, T, W, K)
+    _raises("worker", votes_from_labels, task, worker[:-1], label, T, W, K)
+    _raises("label", votes_from_labels, task, worker, label.astype(float) + 0.5, T, W, K)
+    _raises("n_classes", votes_from_labels, task, worker, label, T, W, 1)
+    _raises("mask", votes_from_labels, task, worker, label, T, W, K, mask=np.ones((T, K + 1)))
+    no_class = np.ones((T, K), bool)
+    no_class[2] = False
+    _raises("mask", votes_from_labels, task, worker, label, T, W, K, mask=no_class)
+    m = np.ones((T, K), bool)
+    m[task[label == 2][0], 2] = False
+    _raises("label", votes_from_labels, task, worker, label, T, W, K, mask=m)
+    votes = _votes(task, worker, label)
     for fn, pre in ((glad_em, ()), (mace_em, (0,))):
-        _raises("label", fn, *pre, task, worker, bad, T, W, K)
-        _raises("worker", fn, *pre, task, np.where(worker == 2, -1, worker), label, T, W, K)
-        _raises("task", fn, *pre, task + 1, worker, label, T, W, K)
-        _raises("worker", fn, *pre, task, worker[:-1], label, T, W, K)
-        _raises("label", fn, *pre, task, worker, label.astype(float) + 0.5, T, W, K)
-        _raises("n_classes", fn, *pre, task, worker, label, T, W, 1)
-        _raises("mask", fn, *pre, task, worker, label, T, W, K, mask=np.ones((T, K + 1)))
-        no_class = np.ones((T, K), bool)
-        no_class[2] = False
-        _raises("mask", fn, *pre, task, worker, label, T, W, K, mask=no_class)
-        m = np.ones((T, K), bool)
-        m[task[label == 2][0], 2] = False
-        _raises("label", fn, *pre, task, worker, label, T, W, K, mask=m)
-        _raises("gold", fn, *pre, task, worker, label, T, W, K, gold=np.full(T, K))
-        _raises("gold", fn, *pre, task, worker, label, T, W, K, gold=np.zeros(T - 1, int))
-        _raises("n_iter", fn, *pre, task, worker, label, T, W, K, n_iter=0)
-    _raises("class_prior", glad_em, task, worker, label, T, W, K, class_prior=[1, -1, 1])
-    _raises("alpha_prior_mean", glad_em, task, worker, label, T, W, K,
-            alpha_prior_mean=np.ones(W + 1))
-    _raises("m_step_tol", glad_em, task, worker, label, T, W, K, m_step_tol=-1.0)
-    _raises("method", mace_em, 0, task, worker, label, T, W, K, method="gibbs")
-    _raises("key", mace_em, "seed", task, worker, label, T, W, K)
-    _raises("init", mace_em, 0, task, worker, label, T, W, K, init=(np.ones((W, 3)),
-                                                                     np.ones((W, K))))
-    _raises("alpha", mace_em, 0, task, worker, label, T, W, K, alpha=0.0)
-    _raises("tol", mace_em, 0, task, worker, label, T, W, K, tol=-1.0)
+        _raises("votes", fn, *pre, (task, worker, label))
+        _raises("gold", fn, *pre, votes, gold=np.full(T, K))
+        _raises("gold", fn, *pre, votes, gold=np.zeros(T - 1, int))
+        _raises("n_iter", fn, *pre, votes, n_iter=0)
+    _raises("class_prior", glad_em, votes, class_prior=[1, -1, 1])
+    _raises("alpha_prior_mean", glad_em, votes, alpha_prior_mean=np.ones(W + 1))
+    _raises("m_step_tol", glad_em, votes, m_step_tol=-1.0)
+    _raises("method", mace_em, 0, votes, method="gibbs")
+    _raises("key", mace_em, "seed", votes)
+    _raises("init", mace_em, 0, votes, init=(np.ones((W, 3)), np.ones((W, K))))
+    _raises("alpha", mace_em, 0, votes, alpha=0.0)
+    _raises("tol", mace_em, 0, votes, tol=-1.0)
+
+
+def test_repeated_labels_are_weighted_cells():
+    """A label given twice is one cell of weight 2, and GLAD's and MACE's E-steps read it as two
+    labels (the loop references see the repeated rows); row order does not matter."""
+    task, worker, label, *_ = _glad_data(0)
+    dup = np.r_[task, task[:30]], np.r_[worker, worker[:30]], np.r_[label, label[:30]]
+    votes = _votes(*dup)
+    assert votes.task.size == task.size                       # the first 30 rows, repeated
+    np.testing.assert_array_equal(votes.weight, np.where(np.arange(task.size) < 30, 2.0, 1.0))
+    np.testing.assert_array_equal(votes.agent_votes, np.bincount(dup[1], minlength=W))
+    order = np.random.RandomState(0).permutation(dup[0].size)
+    for x, y in zip(votes, _votes(*(x[order] for x in dup))):
+        np.testing.assert_array_equal(x, y)
+    mask, gold = np.ones((T, K), bool), np.full(T, -1)
+    rs = np.random.RandomState(2)
+    alpha, lb = rs.normal(1, 1, W), rs.normal(0, 0.5, T)
+    params = GLADParams(jnp.asarray(alpha, jnp.float32), jnp.asarray(lb, jnp.float32),
+                        jnp.full(K, -np.log(K), jnp.float32))
+    log_q, ll = glad_e_step(votes, params)
+    ref_q, ref_ll = _np_glad_e(*dup, alpha, lb, mask, gold)
+    np.testing.assert_allclose(np.exp(np.asarray(log_q)), np.exp(ref_q), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ll), ref_ll, rtol=1e-5)
+    sw = rs.uniform(1, 2.5, (W, 2))
+    sw /= sw.sum(1, keepdims=True)
+    st = rs.uniform(1, 2.5, (W, K))
+    st /= st.sum(1, keepdims=True)
+    log_q, ll, counts = mace_e_step(votes, MACEParams(*(jnp.asarray(a, jnp.float32)
+                                                        for a in (sw[:, 0], sw[:, 1], st))))
+    q, ref_ll, (c_spam, c_know, c_strat) = _np_mace_e(*dup, sw[:, 0], sw[:, 1], st, mask, gold)
+    np.testing.assert_allclose(np.exp(np.asarray(log_q)), q, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ll), ref_ll, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(counts.know), c_know, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(counts.strategy), c_strat, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- the CG port under GLAD
+
+
+def _rosen(x):
+    return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+_X = np.random.RandomState(0).randn(50, 4)
+_Y = (_X @ np.array([1.0, -2.0, 0.5, 0.0]) + np.random.RandomState(1).randn(50) > 0) * 1.0
+_A, _B = np.diag(np.logspace(0, 3, 8)), np.arange(8.0)
+
+
+@pytest.mark.parametrize("fun, x0, gtol, maxiter", [
+    (_rosen, [-1.2, 1.0], 1e-5, 200),                              # 36 iterations
+    (_rosen, [1.3, 0.7, 0.8, 1.9, 1.2], 1e-5, 200),                # 47
+    (_rosen, [-1.2, 1.0], 1e-5, 10),                               # stops at the cap
+    (lambda w: jnp.sum(jnp.logaddexp(0.0, _X @ w) - _Y * (_X @ w)) + 0.5 * w @ w,
+     np.zeros(4), 1e-6, 100),                                      # logistic regression
+    (lambda x: 0.5 * x @ (_A @ x) - _B @ x, np.zeros(8), 1e-8, 100),   # precision loss exit
+])
+def test_minimize_cg_matches_scipy(fun, x0, gtol, maxiter):
+    """In float64 the port takes SciPy's CG iterations: same count, same exit, same point."""
+    with jax.enable_x64(True):
+        vg = jax.value_and_grad(fun)
+        x0 = jnp.asarray(x0, jnp.float64)
+        f0, g0 = vg(x0)
+        r = jax.jit(lambda x, f, g: minimize_cg(difference_line(vg), x, g, f, gtol, maxiter))(
+            x0, f0, g0)
+        ref = scipy.optimize.minimize(
+            lambda x: float(fun(jnp.asarray(x))), np.asarray(x0), method="CG",
+            jac=lambda x: np.asarray(jax.grad(fun)(jnp.asarray(x))),
+            options={"gtol": gtol, "maxiter": maxiter})
+        x, n_iter, failed = np.asarray(r.x), int(r.n_iter), bool(r.failed)
+    assert n_iter == ref.nit and failed == (ref.status == 2)
+    np.testing.assert_allclose(x, ref.x, atol=1e-6)
+
+
+def test_minimize_cg_takes_pytrees():
+    """Positions may be pytrees: a split position lands where the flat one does."""
+    with jax.enable_x64(True):
+        flat = jax.value_and_grad(_rosen)
+        split = jax.value_and_grad(lambda p: _rosen(jnp.concatenate([p[0], p[1]])))
+        x0 = jnp.asarray([1.3, 0.7, 0.8, 1.9, 1.2])
+        f0, g0 = flat(x0)
+        a = minimize_cg(difference_line(flat), x0, g0, f0, 1e-5, 200)
+        p0 = (x0[:2], x0[2:])
+        f0, g0 = split(p0)
+        b = minimize_cg(difference_line(split), p0, g0, f0, 1e-5, 200)
+        np.testing.assert_allclose(np.concatenate([b.x[0], b.x[1]]), a.x, atol=1e-6)
+        assert int(a.n_iter) == int(b.n_iter)

@@ -1,4 +1,4 @@
-"""Bayesian one-coin Dawid–Skene, MACE and GLAD (models/annotators.py, issue 6).
+"""Bayesian one-coin Dawid–Skene, MACE and GLAD (bda_jax.models.annotators).
 
 Every expected value is derived here independently (explicit loops over labels and classes,
 scipy's logsumexp), never by running the code under test."""
@@ -9,12 +9,9 @@ import pytest
 from numpyro.infer import log_likelihood
 from scipy.special import logsumexp
 
+import bda_jax
+from bda_jax.models import annotators as am, dawid_skene as ds, inference as inf
 from reference import simulate_labels
-
-try:  # installed (pyproject maps models/ to bda_jax.models)
-    from bda_jax.models import annotators as am, dawid_skene as ds, inference as inf
-except ImportError:  # source tree with PYTHONPATH=.
-    from models import annotators as am, dawid_skene as ds, inference as inf
 
 
 # ------------------------------------------------------------------ independent references
@@ -123,15 +120,20 @@ def test_log_lik_matches_reference(rng, name):
 
 
 def test_prepare_glad_sorts_and_checks():
-    d = am.prepare_glad([2, 0, 1, 0], [0, 1, 1, 0], [1, 0, 2, 2], K=3, gold=[-1, 1, -1])
+    d = am.prepare_glad([2, 0, 1, 0, 2], [0, 1, 1, 0, 0], [1, 0, 2, 2, 1], K=3, gold=[-1, 1, -1])
     assert (d.n_tasks, d.n_workers, d.K) == (3, 2, 3)
-    np.testing.assert_array_equal(np.asarray(d.task), [0, 0, 1, 2])
-    np.testing.assert_array_equal(np.asarray(d.worker), [1, 0, 1, 0])   # stable within a task
-    np.testing.assert_array_equal(np.asarray(d.label), [0, 2, 2, 1])
-    with pytest.raises(ValueError):
+    v = d.votes                                   # the vote cells, sorted by (task, worker, label)
+    np.testing.assert_array_equal(np.asarray(v.task), [0, 0, 1, 2])
+    np.testing.assert_array_equal(np.asarray(v.agent), [0, 1, 1, 0])
+    np.testing.assert_array_equal(np.asarray(v.label), [2, 0, 2, 1])
+    np.testing.assert_array_equal(np.asarray(v.weight), [1, 1, 1, 2])   # a label given twice
+    np.testing.assert_array_equal(np.asarray(d.gold), [-1, 1, -1])
+    with pytest.raises(bda_jax.DataError) as err:
         am.prepare_glad([0], [0], [3], K=3)
-    with pytest.raises(ValueError):
+    assert err.value.field == "label"
+    with pytest.raises(bda_jax.DataError) as err:
         am.prepare_glad([0], [0], [1], K=3, gold=[3])
+    assert err.value.field == "gold"
 
 
 # ------------------------------------------------------------------ (c) special cases of DS

@@ -1,15 +1,11 @@
-"""Bayesian Dawid–Skene (models/dawid_skene.py) and its ArviZ helpers (issue 6)."""
+"""Bayesian Dawid–Skene (bda_jax.models.dawid_skene) and its ArviZ helpers."""
 import numpy as np
 import jax
 import pytest
 from scipy.special import logsumexp
 
+from bda_jax.models import dawid_skene as ds, diagnostics as dg, inference as inf
 from reference import simulate_labels
-
-try:  # installed (pyproject maps models/ to bda_jax.models)
-    from bda_jax.models import dawid_skene as ds, _diagnostics as dg, inference as inf
-except ImportError:  # source tree with PYTHONPATH=.
-    from models import dawid_skene as ds, _diagnostics as dg, inference as inf
 
 
 def simulate(rng, T, conf, prior, p_answer=1.0):

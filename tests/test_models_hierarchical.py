@@ -1,5 +1,5 @@
 """Hierarchical reliability model (models/hierarchical.py), LOO comparison and posterior predictive
-checks (issue 6). References are derived here: explicit loops, Beta conjugacy with scipy's betaln,
+checks. References are derived here: explicit loops, Beta conjugacy with scipy's betaln,
 and a 2-D quadrature over the population mean and strength."""
 import numpy as np
 import jax
@@ -10,11 +10,7 @@ from scipy.special import betaln, logsumexp
 from scipy.stats import norm
 
 import bda_jax
-
-try:  # installed (pyproject maps models/ to bda_jax.models)
-    from bda_jax.models import hierarchical as hm, inference as inf, _diagnostics as dg
-except ImportError:  # source tree with PYTHONPATH=.
-    from models import hierarchical as hm, inference as inf, _diagnostics as dg
+from bda_jax.models import diagnostics as dg, hierarchical as hm, inference as inf
 
 
 def ref_task_log_lik(N, e, c, Kt, gold, gold_missing, theta):

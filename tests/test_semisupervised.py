@@ -1,4 +1,4 @@
-"""Semi-supervised BDA for crowds (issue 5, item 3): the cavity EM against a loop reference, and
+"""Semi-supervised BDA for crowds: the cavity EM against a loop reference, and
 its behaviour on simulated crowds."""
 import math
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import bda_jax as bda
-from bda_jax._core.counts import PairCounts
-from bda_jax.crowd._semisupervised import SemiSupervisedBDA, crowd_prior, semisupervised_em
+from bda_jax.crowd import (SemiSupervisedBDA, crowd_prior, max_pair_votes, pairs_from_frame,
+                           semisupervised_em, votes_from_labels)
 from reference import SHARED_DATA
 
 
@@ -31,6 +31,33 @@ def small_crowd(seed, T=12, I=4, K=3, ragged=False):
             gold.astype(np.int32))
 
 
+def as_votes(task, agent, votes, mask):
+    """The pairs' votes [P, K] as one row per vote, then :class:`bda_jax.crowd.CrowdVotes`."""
+    n = votes.astype(int)
+    p, k = np.nonzero(n)
+    reps = n[p, k]
+    return votes_from_labels(np.repeat(task[p], reps), np.repeat(agent[p], reps),
+                             np.repeat(k, reps), mask.shape[0], agent.max() + 1, mask.shape[1],
+                             mask=mask)
+
+
+def reference_prior(task, votes, mask, gold, model):
+    """The crowd prior by loops over the gold tasks' votes (+1/+2 or +1 smoothing)."""
+    K = mask.shape[1]
+    if model == "one-coin":
+        right = total = 0.0
+        for t, v in zip(task, votes):
+            if gold[t] >= 0:
+                right, total = right + v[gold[t]], total + v.sum()
+        r = (right + 1.0) / (total + 2.0)
+        return np.array([r, 1.0 - r])
+    counts = np.ones((K, K)) * mask.any(0)[None, :]
+    for t, v in zip(task, votes):
+        if gold[t] >= 0:
+            counts[gold[t]] += v
+    return counts / counts.sum(1, keepdims=True)
+
+
 def lbeta(a, b):
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
@@ -44,7 +71,7 @@ def reference_step(task, agent, votes, mask, gold, kappa, tau, model):
         q[t] = s / s.sum() if s.sum() > 0 else mask[t] / mask[t].sum()
         if gold[t] >= 0:
             q[t] = np.eye(K)[gold[t]]
-    crowd = crowd_prior(votes, task, gold, mask, model)
+    crowd = reference_prior(task, votes, mask, gold, model)
     new = np.zeros((T, K))
     for t in range(T):
         ll = np.zeros(K)
@@ -52,7 +79,7 @@ def reference_step(task, agent, votes, mask, gold, kappa, tau, model):
             i, v = agent[p], votes[p]
             others = [r for r in np.flatnonzero(agent == i) if r != p]
             for g in np.flatnonzero(mask[t]):
-                if model == "onecoin":
+                if model == "one-coin":
                     S = sum((q[task[r]] * votes[r]).sum() for r in others)
                     n = sum(votes[r].sum() for r in others)
                     a, b = kappa * crowd[0] + S, kappa * crowd[1] + n - S
@@ -76,14 +103,16 @@ def reference_step(task, agent, votes, mask, gold, kappa, tau, model):
     return new
 
 
-@pytest.mark.parametrize("model, ragged", [("onecoin", True), ("onecoin", False),
+@pytest.mark.parametrize("model, ragged", [("one-coin", True), ("one-coin", False),
                                            ("confusion", False)])
 def test_one_step_matches_loop_reference(model, ragged):
     task, agent, votes, mask, gold = small_crowd(1, ragged=ragged)
-    crowd = crowd_prior(votes, task, gold, mask, model)
-    res = semisupervised_em(votes, task, agent, mask, gold, crowd.astype(np.float32), 3.0, 0.8,
-                            model=model, n_tasks=mask.shape[0], n_agents=agent.max() + 1,
-                            n_max=int(votes.sum(1).max()), n_iter=1)
+    cells = as_votes(task, agent, votes, mask)
+    crowd = crowd_prior(cells, gold, model)
+    np.testing.assert_allclose(crowd, reference_prior(task, votes, mask, gold, model))
+    assert max_pair_votes(cells) == int(votes.sum(1).max())
+    res = semisupervised_em(cells, gold, crowd.astype(np.float32), 3.0, 0.8, model=model,
+                            n_max=max_pair_votes(cells), n_iter=1)
     expected = reference_step(task, agent, votes, mask, gold, 3.0, 0.8, model)
     np.testing.assert_allclose(np.asarray(res.proba), expected, atol=2e-5)
     assert int(res.n_iter) == 1
@@ -108,7 +137,7 @@ def simulated_crowd(seed, T=600, good=8, bad=2, per_task=5, p_good=0.7, p_bad=0.
 def test_learns_to_invert_wrong_workers_from_gold():
     df, gold = simulated_crowd(0)
     known = gold.iloc[::10]                                   # 10 % gold
-    model = SemiSupervisedBDA(model="onecoin", folds=3).fit(df, true_labels=known)
+    model = SemiSupervisedBDA(model="one-coin", folds=3).fit(df, true_labels=known)
     assert list(model.probas_.columns) == ["c0", "c1"]
     np.testing.assert_allclose(model.probas_.sum(axis=1), 1.0, atol=1e-6)
     assert (model.probas_.loc[known.index].idxmax(1) == known).all()   # gold stays clamped
@@ -130,7 +159,7 @@ def test_workers_without_gold_shrink_to_the_crowd():
     """A worker seen on one task keeps a posterior mean near the crowd's pooled accuracy."""
     df, gold = simulated_crowd(1, T=200, bad=0)
     df = pd.concat([df, pd.DataFrame([("t0001", "newbie", "c0")], columns=df.columns)])
-    model = SemiSupervisedBDA(model="onecoin", kappa_grid=[8.0], tau_grid=[1.0])
+    model = SemiSupervisedBDA(model="one-coin", kappa_grid=[8.0], tau_grid=[1.0])
     model.fit(df, true_labels=gold.iloc[::5])
     crowd = np.asarray(model.skills_.drop("newbie")).mean()
     assert abs(model.skills_["newbie"] - crowd) < 0.15
@@ -140,8 +169,8 @@ def test_confusion_model_and_auto_selection():
     df, gold = simulated_crowd(2, T=300, K=3, p_good=0.65)
     model = SemiSupervisedBDA(folds=3, kappa_grid=[4.0, 16.0], tau_grid=[1.0]).fit(
         df, true_labels=gold.iloc[::5])
-    assert {r["model"] for r in model.cv_} == {"onecoin", "confusion"}
-    assert model.model_ in ("onecoin", "confusion")
+    assert {r["model"] for r in model.cv_} == {"one-coin", "confusion"}
+    assert model.model_ in ("one-coin", "confusion")
     conf = SemiSupervisedBDA(model="confusion", kappa_grid=[4.0], tau_grid=[1.0]).fit(
         df, true_labels=gold.iloc[::5])
     rows = conf.errors_
@@ -152,19 +181,18 @@ def test_confusion_model_and_auto_selection():
 
 def test_pair_counts_input_and_determinism():
     df, gold = simulated_crowd(3, T=100)
-    a = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
-    b = SemiSupervisedBDA(model="onecoin", folds=2).fit(df, true_labels=gold.iloc[::4])
+    a = SemiSupervisedBDA(model="one-coin", folds=2).fit(df, true_labels=gold.iloc[::4])
+    b = SemiSupervisedBDA(model="one-coin", folds=2).fit(df, true_labels=gold.iloc[::4])
     pd.testing.assert_frame_equal(a.probas_, b.probas_)
-    from bda_jax.crowd._estimators import pairs_from_frame
     p = pairs_from_frame(df)
     g = np.full(p.n_tasks, -1, np.int32)
     ids = {t: j for j, t in enumerate(p.task_ids)}
     for t, lab in gold.iloc[::4].items():
         g[ids[t]] = p.vocab.index(lab)
-    p = PairCounts(p.task, p.agent, p.N, p.e, p.c, p.e0, p.conf0, p.mask, p.K, g,
+    p = bda.PairCounts(p.task, p.agent, p.N, p.e, p.c, p.e0, p.conf0, p.mask, p.K, g,
                    p.gold_missing, p.cluster, n_tasks=p.n_tasks, n_agents=p.n_agents,
                    info=p.info)
-    c = SemiSupervisedBDA(model="onecoin", folds=2).fit(p)
+    c = SemiSupervisedBDA(model="one-coin", folds=2).fit(p)
     np.testing.assert_allclose(c.probas_.to_numpy(), a.probas_.to_numpy(), atol=1e-6)
 
 

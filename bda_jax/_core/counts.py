@@ -292,6 +292,43 @@ class PairCounts:
         return PairCounts(new_task.astype(np.int32), *per_pair, *task_level, n_tasks=index.size,
                           n_agents=self.n_agents, info=_take_info(self.info, index))
 
+    @classmethod
+    def from_votes(cls, task, agent, label, n_tasks: int, n_agents: int, n_labels: int, *,
+                   info: CountsInfo | None = None) -> "PairCounts":
+        """Crowd votes as pairs: row v, ``(task[v], agent[v], label[v])`` ([V] integer codes),
+        is one round-0 ``propose`` of candidate slot ``label[v]`` by ``agent[v]`` on
+        ``task[v]``; every task has the same ``n_labels`` candidates and no gold. Repeated
+        rows count as repeated votes. Packed by the tally's own array step (one row per
+        (task, agent) pair with a vote; ``e = c = e0``, ``N`` their sum, ``conf0`` NaN).
+
+        >>> p = PairCounts.from_votes([0, 0, 1, 0], [1, 0, 0, 1], [1, 0, 1, 1], 2, 2, 2)
+        >>> p.task.tolist(), p.agent.tolist(), p.e0.tolist(), p.N.tolist()
+        ([0, 0, 1], [0, 1, 0], [[1, 0], [0, 2], [0, 1]], [1, 2, 1])
+        """
+        sizes = {"n_tasks": n_tasks, "n_agents": n_agents, "n_labels": n_labels}
+        for name, n in sizes.items():
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise DataError(f"{name} must be an integer >= 1, got {n!r}", field=name)
+        rows = {}
+        for name, x, n in (("task", task, n_tasks), ("agent", agent, n_agents),
+                           ("label", label, n_labels)):
+            a = np.asarray(x)
+            if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+                raise DataError(f"{name} must be a 1-D integer array, got {a.dtype} "
+                                f"{a.shape}", field=name)
+            if a.size and (a.min() < 0 or a.max() >= n):
+                raise DataError(f"{name} codes must lie in [0, {n})", field=name)
+            rows[name] = a.astype(np.int64)
+        if not rows["task"].shape == rows["agent"].shape == rows["label"].shape:
+            raise DataError("task, agent and label must have one entry per vote", field="agent")
+        n = rows["task"].size
+        moves = _Moves(rows["task"], rows["agent"], rows["label"], np.ones(n, np.int64),
+                       np.zeros(n, np.int64), np.full(n, np.nan))
+        T = int(n_tasks)
+        return _assemble(moves, int(n_agents), np.ones((T, int(n_labels)), bool),
+                         np.full(T, n_labels, np.int32), np.full(T, -1, np.int32),
+                         np.zeros(T, bool), np.arange(T), info, layout="pairs")
+
 
 def _int_array(x, name, allow_neg=False) -> np.ndarray:
     a = np.asarray(x)

@@ -1,11 +1,11 @@
 """Dawid–Skene EM over sparse votes (Dawid and Skene 1979; [BDA] Appendix B.1 "DS-EM", F.10).
 
 One EM serves the council arms (dense [T, I, K] votes) and the crowd estimators
-(:mod:`bda_jax.crowd`, :class:`~bda_jax.PairCounts`): both are turned into the nonzero cells of
-the pair layout — entries ``(task, agent, label, weight)``, one per (task, agent) pair and voted
-candidate — and every step is a segment sum over entries (no dense tasks x workers matrix). The
-votes are by default the round-0 positive endorsements ``e0``; the mask [T, K] marks each task's
-K_t candidates. Each vote of worker i on a task whose truth is g lands on candidate k with
+(:mod:`bda_jax.crowd`, :class:`~bda_jax.PairCounts`): both become
+:class:`~bda_jax.crowd.CrowdVotes`, the nonzero cells of the pair layout — entries ``(task,
+agent, label, weight)``, one per (task, agent) pair and voted candidate — and every step is a
+segment sum over entries (no dense tasks x workers matrix). The votes are by default the round-0
+positive endorsements ``e0``; the mask [T, K] marks each task's K_t candidates. Each vote of worker i on a task whose truth is g lands on candidate k with
 probability
 
 * one-coin:  ``p_i`` if k = g, else ``(1 - p_i) / (K_t - 1)`` (uniform errors over the task's
@@ -96,11 +96,11 @@ import numpy as np
 from .._core.counts import PairCounts
 from .._core.decisions import vote_shares
 from .._core.errors import DataError
-from .._core.numerics import float_dtype
+from ._votes import CrowdVotes, check_gold, crowd_votes, votes_from_dense
 
-__all__ = ["DSParams", "DSResult", "check_dense_votes", "check_ds_settings", "dawid_skene_em",
-           "dawid_skene_pairs",
-           "dawid_skene_trace", "ds_e_step", "ds_init_posterior", "ds_m_step", "spectral_skills"]
+__all__ = ["DSParams", "DSResult", "check_ds_settings", "dawid_skene_em", "dawid_skene_pairs",
+           "dawid_skene_trace", "dawid_skene_votes", "ds_e_step", "ds_init_posterior",
+           "ds_m_step", "ds_predict", "spectral_skills"]
 
 MODELS = ("one-coin", "confusion")
 INITS = ("majority", "spectral", "anti")
@@ -144,73 +144,15 @@ class DSResult(NamedTuple):
     loss_history: jax.Array | None = None
 
 
-class _Entries(NamedTuple):
-    """Nonzero vote cells of the pair layout (a pytree): ``task``, ``agent``, ``label`` [E] int32
-    (sorted by task), ``weight`` [E] float (the vote count), ``mask`` [T, K] bool."""
-
-    task: jax.Array
-    agent: jax.Array
-    label: jax.Array
-    weight: jax.Array
-    mask: jax.Array
-
-
-# ---------------------------------------------------------------- building entries (host)
-
-
-def _bucket(n: int) -> int:
-    """Padded entry count: the next of 64, 80, 96, 112, 128, 160, ... (<= 25 % padding), so
-    crowds of similar size share one compiled EM."""
-    if n <= 64:
-        return 64
-    step = 1 << max(n.bit_length() - 3, 0)
-    return -(-n // step) * step
-
-
-def _entries(task, agent, label, weight, mask, dtype) -> _Entries:
-    """Entries sorted by task and padded to :func:`_bucket` size with zero-weight entries on
-    the last task (they add nothing to any sum)."""
-    mask = np.asarray(mask, bool)
-    order = np.argsort(task, kind="stable")
-    n = order.size
-    pad = _bucket(n) - n
-    last = mask.shape[0] - 1
-
-    def col(x, fill, dt):     # NumPy leaves: jitted calls transfer them without a compile
-        return np.concatenate([np.asarray(x)[order], np.full(pad, fill)]).astype(dt)
-
-    return _Entries(col(task, last, np.int32), col(agent, 0, np.int32), col(label, 0, np.int32),
-                    col(weight, 0, dtype), mask)
-
-
-def _entries_from_dense(votes: np.ndarray, mask: np.ndarray, dtype) -> _Entries:
-    t, i, k = np.nonzero(votes)
-    return _entries(t, i, k, votes[t, i, k], mask, dtype)
-
-
-def _pair_votes(pairs: PairCounts, votes: str) -> np.ndarray:
-    if votes not in ("round0", "all"):
-        raise DataError(f"votes must be 'round0' or 'all', got {votes!r}", field="votes")
-    return np.asarray(pairs.e0 if votes == "round0" else pairs.e)
-
-
-def _entries_from_pairs(pairs: PairCounts, votes: str, dtype) -> _Entries:
-    v = _pair_votes(pairs, votes)
-    mask = np.asarray(pairs.mask, bool)
-    p, k = np.nonzero(v * mask[np.asarray(pairs.task)])
-    return _entries(np.asarray(pairs.task)[p], np.asarray(pairs.agent)[p], k, v[p, k], mask,
-                    dtype)
-
-
-def _grid_entries(votes, mask) -> _Entries:
+def _grid_votes(votes, mask) -> CrowdVotes:
     """Every cell of dense votes [T, I, K] as an entry (zero weights included): traceable."""
     T, I, K = votes.shape
     t, i, k = (x.reshape(-1) for x in jnp.meshgrid(jnp.arange(T, dtype=jnp.int32),
                                                    jnp.arange(I, dtype=jnp.int32),
                                                    jnp.arange(K, dtype=jnp.int32),
                                                    indexing="ij"))
-    w = jnp.where(mask[:, None, :], votes, 0).reshape(-1)
-    return _Entries(t, i, k, w, mask)
+    w = jnp.where(mask[:, None, :], votes, 0)
+    return CrowdVotes(t, i, k, w.reshape(-1), mask, w.sum((0, 2)))
 
 
 # ---------------------------------------------------------------- pure kernels
@@ -308,10 +250,11 @@ def _e_step(ent, params, gold, model, prior):
 
 
 @partial(jax.jit, static_argnames=("model", "prior"))
-def _predict_log_proba(ent, params, *, model, prior):
-    """E-step with fitted parameters and no clamping: log posterior [T, K]."""
-    gold = jnp.full(ent.mask.shape[:1], -1, jnp.int32)
-    return _e_step(ent, params, gold, model, prior)[0]
+def ds_predict(votes: CrowdVotes, params: DSParams, *, model="one-coin", prior="estimate"):
+    """E-step with fitted parameters and no clamping: the log posterior [T, K] of the tasks
+    of ``votes`` (-inf on padding slots)."""
+    gold = jnp.full(votes.mask.shape[:1], -1, jnp.int32)
+    return _e_step(votes, params, gold, model, prior)[0]
 
 
 def _m_step(ent, q, smoothing, extra, data_scale, n_agents, model, prior):
@@ -480,7 +423,7 @@ def _init_posterior(ent, init, w_spectral):
     return jnp.where(mask, jax.nn.softmax(score, axis=-1), 0.0)
 
 
-def _spectral_w(ent: _Entries, n_agents: int) -> jax.Array:
+def _spectral_w(ent: CrowdVotes, n_agents: int) -> jax.Array:
     """Chance-corrected one-coin skills [I] from the pairwise agreement of workers: the I x I
     matrices are sparse products over the pairs (SciPy on the host), then a jitted rank-one fit."""
     from scipy import sparse
@@ -573,21 +516,6 @@ def _check_options(model, prior, criterion="posterior"):
                         field="criterion")
 
 
-def check_dense_votes(votes, mask, dtype=None):
-    """Validate dense votes [T, I, K] and their mask [T, K] in NumPy (no per-shape device compiles); return (votes, mask) as NumPy arrays
-    (votes masked, in the float dtype)."""
-    dt = float_dtype(dtype)
-    votes, mask = np.asarray(votes), np.asarray(mask, bool)
-    if votes.ndim != 3 or mask.shape != (votes.shape[0], votes.shape[2]):
-        raise DataError(f"votes must be [T, I, K] and mask [T, K]; got {votes.shape} and "
-                        f"{mask.shape}", field="votes")
-    if not mask.any(-1).all():
-        raise DataError("every task needs at least one candidate", field="mask")
-    if not np.isfinite(votes).all() or (votes < 0).any():
-        raise DataError("votes must be finite and non-negative", field="votes")
-    return np.where(mask[:, None, :], votes, 0).astype(dt), mask
-
-
 def _check_numbers(n_iter=1, tol=0.0, smoothing=0.0):
     if not isinstance(n_iter, (int, np.integer)) or isinstance(n_iter, bool) or n_iter < 1:
         raise DataError(f"n_iter must be an integer >= 1, got {n_iter!r}", field="n_iter")
@@ -612,19 +540,6 @@ def _pseudo(value, I, K, dt, name, diagonal_scalar=True) -> jax.Array:
     return np.broadcast_to(a, (I, K, K)).astype(dt)
 
 
-def _gold_array(gold, mask) -> np.ndarray:
-    T = mask.shape[0]
-    if gold is None:
-        return np.full((T,), -1, np.int32)
-    g = np.asarray(gold)
-    if g.shape != (T,) or not np.issubdtype(g.dtype, np.integer):
-        raise DataError(f"gold must be [T] = [{T}] integer slots (-1: not clamped)",
-                        field="gold")
-    if (g < -1).any() or (g >= mask.sum(1)).any():
-        raise DataError("gold slots must be -1 or below each task's K", field="gold")
-    return g.astype(np.int32)
-
-
 def _run(ent, n_agents, init, n_iter, tol, smoothing, model, prior, criterion, gold,
          error_prior, initial_error, initial_error_strategy, history) -> DSResult:
     _check_options(model, prior, criterion)
@@ -641,7 +556,7 @@ def _run(ent, n_agents, init, n_iter, tol, smoothing, model, prior, criterion, g
     q0 = _init(ent, init, n_agents)
     assign = np.bool_(use_initial and initial_error_strategy == "assign")
     size = -(-int(history) // 128) * 128            # buffers in steps of 128: fewer compiles
-    res = _em(ent, q0, _gold_array(gold, np.asarray(ent.mask)), extra, init_extra, assign,
+    res = _em(ent, q0, check_gold(gold, ent.mask), extra, init_extra, assign,
               np.int32(n_iter), np.asarray(tol, dt), np.asarray(smoothing, dt),
               n_agents=n_agents, model=model, prior=prior, criterion=criterion, history=size)
     return res._replace(loss_history=np.asarray(res.loss_history)[:int(history)] if history
@@ -656,7 +571,7 @@ def ds_e_step(votes, mask, params: DSParams, *, model="one-coin", prior="estimat
     """E-step on dense votes [T, I, K]: ``(log_posterior [T, K], log_likelihood [T])``; the
     per-task log-likelihood is the exact observed-data marginal ``log sum_{g < K_t} pi_g prod_i
     prod_k P_i[g, k]^v[t,i,k]``."""
-    ent = _grid_entries(votes, mask)
+    ent = _grid_votes(votes, mask)
     gold = jnp.full(mask.shape[:1], -1, jnp.int32)
     return _e_step(ent, params, gold, model, prior)[:2]
 
@@ -666,7 +581,7 @@ def ds_m_step(votes, mask, q, smoothing=DEFAULT_SMOOTHING, *, model="one-coin",
               prior="estimate") -> DSParams:
     """M-step (MAP with ``smoothing`` pseudo-counts) on dense votes [T, I, K] from task
     posteriors ``q`` [T, K] (0 on padding). Returns :class:`DSParams`."""
-    ent = _grid_entries(votes, mask)
+    ent = _grid_votes(votes, mask)
     T, I, K = votes.shape
     zero = jnp.zeros((I, K, K), votes.dtype)
     return _m_step(ent, q, smoothing, zero, jnp.ones((), votes.dtype), I, model, prior)
@@ -675,8 +590,8 @@ def ds_m_step(votes, mask, q, smoothing=DEFAULT_SMOOTHING, *, model="one-coin",
 def ds_init_posterior(votes, mask, init="majority", *, dtype=None):
     """Starting posterior [T, K] (0 on padding) for ``init`` in "majority", "spectral", "anti"
     (module docstring). ``init`` may also be an explicit [T, K] array, returned masked."""
-    votes, mask = check_dense_votes(votes, mask, dtype)
-    return _init(_entries_from_dense(votes, mask, votes.dtype), init, votes.shape[1])
+    ent = votes_from_dense(votes, mask, dtype=dtype)
+    return _init(ent, init, ent.shape[1])
 
 
 def spectral_skills(votes, mask):
@@ -684,8 +599,8 @@ def spectral_skills(votes, mask):
     rank-one structure of the pairwise chance-corrected agreement matrix (module docstring)."""
     votes = np.asarray(votes)
     dt = votes.dtype if np.issubdtype(votes.dtype, np.floating) else np.float32
-    votes, mask = check_dense_votes(votes, mask, dt)
-    return _spectral_w(_entries_from_dense(votes, mask, dt), votes.shape[1])
+    ent = votes_from_dense(votes, mask, dtype=dt)
+    return _spectral_w(ent, ent.shape[1])
 
 
 def dawid_skene_em(votes, mask, init="majority", n_iter=100, tol=1e-6,
@@ -693,7 +608,7 @@ def dawid_skene_em(votes, mask, init="majority", n_iter=100, tol=1e-6,
                    criterion="posterior", gold=None, error_prior=None, dtype=None) -> DSResult:
     """Dawid–Skene EM on dense votes ([BDA] Appendix B.1 "DS-EM"; module docstring). The
     votes are converted to their nonzero cells and run through the same EM as
-    :func:`dawid_skene_pairs`.
+    :func:`dawid_skene_votes`.
 
     Args:
       votes: [T, I, K] non-negative vote counts (e.g. ``counts.e0``); padding slots are ignored.
@@ -716,10 +631,32 @@ def dawid_skene_em(votes, mask, init="majority", n_iter=100, tol=1e-6,
     >>> np.argmax(np.asarray(r.log_posterior), axis=1).tolist(), bool(r.converged)
     ([0, 1], True)
     """
-    votes, mask = check_dense_votes(votes, mask, dtype)
-    ent = _entries_from_dense(votes, mask, votes.dtype)
-    return _run(ent, votes.shape[1], init, n_iter, tol, smoothing, model, prior, criterion, gold,
-                error_prior, None, None, 0)
+    return dawid_skene_votes(votes_from_dense(votes, mask, dtype=dtype), init, n_iter, tol,
+                             smoothing, model=model, prior=prior, criterion=criterion, gold=gold,
+                             error_prior=error_prior)
+
+
+def dawid_skene_votes(votes: CrowdVotes, init="majority", n_iter=100, tol=1e-6,
+                      smoothing=DEFAULT_SMOOTHING, *, model="one-coin", prior="estimate",
+                      criterion="posterior", gold=None, error_prior=None, initial_error=None,
+                      initial_error_strategy=None, history=False) -> DSResult:
+    """Dawid–Skene EM on :class:`~bda_jax.crowd.CrowdVotes` (module docstring): the EM every
+    other entry point runs. Arguments as :func:`dawid_skene_em`, plus:
+
+      gold: [T] slots to clamp (-1: free) whose posterior stays at the one-hot gold through EM.
+      initial_error, initial_error_strategy: crowd-kit's first-M-step error counts [I, K, K]
+        (rows = true class) and ``"addition"`` / ``"assign"`` (module docstring).
+      history: record crowd-kit's loss ``L_j`` (entry j - 1) in ``DSResult.loss_history``
+        ([n_iter], NaN where not reached; with ``criterion="posterior"`` the last iteration's
+        ``L_n`` is NaN too: it needs one more M-step).
+
+    The float dtype of ``votes.weight`` is the dtype of the EM.
+    """
+    if not isinstance(votes, CrowdVotes):
+        raise DataError(f"expected CrowdVotes, got {type(votes).__name__}", field="votes")
+    return _run(votes, votes.shape[1], init, n_iter, tol, smoothing, model, prior, criterion,
+                gold, error_prior, initial_error, initial_error_strategy,
+                n_iter if history else 0)
 
 
 def dawid_skene_pairs(pairs: PairCounts, init="majority", n_iter=100, tol=1e-6,
@@ -727,18 +664,15 @@ def dawid_skene_pairs(pairs: PairCounts, init="majority", n_iter=100, tol=1e-6,
                       votes="round0", criterion="posterior", gold=None, error_prior=None,
                       initial_error=None, initial_error_strategy=None, history=False,
                       dtype=None) -> DSResult:
-    """Dawid–Skene EM on :class:`~bda_jax.PairCounts` (the sparse crowd layout): the same EM as
-    :func:`dawid_skene_em` without ever forming a tasks x workers matrix.
+    """Dawid–Skene EM on :class:`~bda_jax.PairCounts` (the sparse crowd layout): its
+    :func:`~bda_jax.crowd.crowd_votes` through :func:`dawid_skene_votes`, without ever forming
+    a tasks x workers matrix.
 
-    Args (beyond :func:`dawid_skene_em`'s):
+    Args (beyond :func:`dawid_skene_votes`'s):
       votes: "round0" (``pairs.e0``, the crowd labels) or "all" (``pairs.e``).
       gold: ``None``, ``True`` (clamp every task with ``pairs.gold >= 0``) or [T] slots (-1:
-        free) whose posterior stays at the one-hot gold through EM.
-      initial_error, initial_error_strategy: crowd-kit's first-M-step error counts [I, K, K]
-        (rows = true class) and ``"addition"`` / ``"assign"`` (module docstring).
-      history: record crowd-kit's loss ``L_j`` (entry j - 1) in ``DSResult.loss_history``
-        ([n_iter], NaN where not reached; with ``criterion="posterior"`` the last iteration's
-        ``L_n`` is NaN too: it needs one more M-step).
+        free).
+      dtype: float32 (default) or float64 (needs JAX's x64 mode).
 
     >>> import bda_jax as bda
     >>> e = np.array([[[1, 0], [1, 0], [0, 1]], [[0, 1], [0, 1], [0, 1]]])
@@ -751,10 +685,10 @@ def dawid_skene_pairs(pairs: PairCounts, init="majority", n_iter=100, tol=1e-6,
         raise DataError(f"expected PairCounts, got {type(pairs).__name__}", field="pairs")
     if isinstance(gold, bool):
         gold = np.asarray(pairs.gold) if gold else None
-    ent = _entries_from_pairs(pairs, votes, float_dtype(dtype))
-    hist = n_iter if history else 0
-    return _run(ent, pairs.n_agents, init, n_iter, tol, smoothing, model, prior, criterion, gold,
-                error_prior, initial_error, initial_error_strategy, hist)
+    return dawid_skene_votes(crowd_votes(pairs, votes, dtype=dtype), init, n_iter, tol,
+                             smoothing, model=model, prior=prior, criterion=criterion, gold=gold,
+                             error_prior=error_prior, initial_error=initial_error,
+                             initial_error_strategy=initial_error_strategy, history=history)
 
 
 def dawid_skene_trace(votes, mask, n_steps, init="majority", smoothing=DEFAULT_SMOOTHING, *,
@@ -765,8 +699,7 @@ def dawid_skene_trace(votes, mask, n_steps, init="majority", smoothing=DEFAULT_S
     (``log_likelihood`` too when ``smoothing == 0``)."""
     _check_options(model, prior)
     _check_numbers(n_steps, 0.0, smoothing)
-    votes, mask = check_dense_votes(votes, mask, dtype)
-    ent = _entries_from_dense(votes, mask, votes.dtype)
-    q0 = _init(ent, init, votes.shape[1])
-    return _trace(ent, q0, np.asarray(smoothing, votes.dtype), int(n_steps), votes.shape[1],
+    ent = votes_from_dense(votes, mask, dtype=dtype)
+    q0 = _init(ent, init, ent.shape[1])
+    return _trace(ent, q0, np.asarray(smoothing, ent.weight.dtype), int(n_steps), ent.shape[1],
                   model, prior)

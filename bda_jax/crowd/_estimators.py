@@ -4,10 +4,11 @@
 Data: a pandas DataFrame with crowd-kit's columns ``task``, ``worker``, ``label`` (one row per
 label; repeated rows count as repeated votes), a list of :class:`~bda_jax.Trace`, a
 :class:`~bda_jax.Counts` or a :class:`~bda_jax.PairCounts`. Every input becomes the sparse pair
-layout: a frame goes through :func:`pairs_from_frame` (vectorized ``pd.factorize`` into the
-tally's per-move arrays — one ``propose`` per row in round 0 — packed by the tally's own
-:func:`~bda_jax._core.counts._assemble`; building Trace objects would cost seconds on 1e5-row
-frames), traces through ``tally(..., layout="pairs")``, Counts through ``Counts.to_pairs()``.
+layout: a frame goes through :func:`pairs_from_frame` (vectorized ``pd.factorize`` into
+:meth:`~bda_jax.PairCounts.from_votes`, the tally's own packing of one round-0 ``propose`` per
+row; building Trace objects would cost seconds on 1e5-row frames), traces through
+``tally(..., layout="pairs")``, Counts through ``Counts.to_pairs()``. Every EM then reads the
+pairs' :func:`~bda_jax.crowd.crowd_votes`.
 The candidate list of a frame is the sorted label set, shared by every task (``vocab``); tasks
 and workers are sorted too, so results do not depend on row order.
 
@@ -15,8 +16,8 @@ Outputs follow crowd-kit: ``labels_`` (Series indexed by task, name ``agg_label`
 ``probas_`` (DataFrame indexed by task, one column per label; rows sum to 1 over the task's
 candidates), ``priors_``, ``errors_`` (DataFrame indexed by (worker, observed label), one column
 per true label: ``errors_.loc[(w, observed), true] = P(observed | true)``), ``skills_``,
-``loss_history_``, ``n_iter_``. The DS estimators run the jitted EM of
-:mod:`bda_jax.crowd._dawid_skene` (one EM for councils and crowds). ``fit``/``predict_proba`` also
+``loss_history_``, ``n_iter_``. The DS estimators run the jitted EM
+:func:`~bda_jax.crowd.dawid_skene_pairs` (one EM for councils and crowds). ``fit``/``predict_proba`` also
 take Counts/PairCounts/traces and then return NumPy arrays [T, K] (the aggregator interface the
 evaluation harness reads).
 
@@ -41,15 +42,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.counts import Counts, CountsInfo, PairCounts, _assemble, _Moves, tally
-from ._dawid_skene import (INITS, STRATEGIES, check_ds_settings,
-                          _entries_from_pairs, _Entries, _predict_log_proba, _run)
+from .._core.counts import Counts, CountsInfo, PairCounts, tally
 from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
-from .._core.numerics import float_dtype
+from ._dawid_skene import INITS, STRATEGIES, check_ds_settings, dawid_skene_pairs, ds_predict
+from ._glad import glad_em
+from ._mace import mace_em
+from ._votes import VOTE_SOURCES, CrowdVotes, crowd_votes
 
 __all__ = ["MajorityVote", "Wawa", "DawidSkene", "OneCoinDawidSkene", "SpectralDawidSkene",
-           "GLAD", "MACE", "pairs_from_frame"]
+           "GLAD", "MACE", "PerTaskModel", "pairs_from_frame"]
 
 COLUMNS = ("task", "worker", "label")
 TIE_BREAKS = ("random", "first")
@@ -108,16 +110,11 @@ def pairs_from_frame(data, *, workers=None, labels=None) -> PairCounts:
     task, tasks = _factorize(data["task"].to_numpy(), "task")
     agent, workers = _factorize(data["worker"].to_numpy(), "worker", workers)
     cand, labels = _factorize(data["label"].to_numpy(), "label", labels)
-    n = len(data)
     T, I, K = len(tasks), len(workers), len(labels)
-    moves = _Moves(task.astype(np.int64), agent.astype(np.int64), cand.astype(np.int64),
-                   np.ones(n, np.int64), np.zeros(n, np.int64), np.full(n, np.nan))
     vocab = tuple(labels)
     info = CountsInfo(tuple(workers), tuple(tasks), (vocab,) * T, vocab, None,
                       {"source": "data frame"})
-    mask = np.ones((T, K), bool)
-    return _assemble(moves, I, mask, np.full(T, K, np.int32), np.full(T, -1, np.int32),
-                     np.zeros(T, bool), np.arange(T), info, layout="pairs")
+    return PairCounts.from_votes(task, agent, cand, T, I, K, info=info)
 
 
 def _is_frame(data) -> bool:
@@ -306,7 +303,7 @@ class _Crowd:
 
 
 @jax.jit
-def _vote_matrix(ent: _Entries, agent_weight):
+def _vote_matrix(ent: CrowdVotes, agent_weight):
     """Weighted votes per task [T, K]: ``sum_e w_e * agent_weight[a_e]`` on label ``k_e``."""
     T, K = ent.mask.shape
     w = ent.weight * agent_weight[ent.agent]
@@ -315,7 +312,7 @@ def _vote_matrix(ent: _Entries, agent_weight):
 
 
 @jax.jit
-def _agreement(ent: _Entries, chosen, n_agents_zeros):
+def _agreement(ent: CrowdVotes, chosen, n_agents_zeros):
     """Per-worker share of distinct (task, label) answers equal to ``chosen[task]`` (Wawa)."""
     seen = (ent.weight > 0).astype(n_agents_zeros.dtype)
     hit = seen * (ent.label == chosen[ent.task])
@@ -343,7 +340,7 @@ class MajorityVote(_Crowd):
         self._check_tie_break()
 
     def _entries(self, pairs):
-        return _entries_from_pairs(pairs, self.votes, jnp.float32)
+        return crowd_votes(pairs, self.votes, dtype=jnp.float32)
 
     def _proba(self, pairs):
         ent = self._entries(pairs)
@@ -390,8 +387,7 @@ class Wawa(MajorityVote):
 
 class DawidSkene(_Crowd):
     """Dawid–Skene EM with per-worker confusion matrices (crowd-kit ``DawidSkene``; Dawid and
-    Skene 1979), jitted over the sparse pair layout (:func:`bda_jax.crowd._dawid_skene.
-    dawid_skene_pairs`).
+    Skene 1979), jitted over the sparse pair layout (:func:`bda_jax.crowd.dawid_skene_pairs`).
 
     Args:
       n_iter, tol: crowd-kit's cap and tolerance (defaults 100, 1e-5) with its stopping rule
@@ -490,11 +486,13 @@ class DawidSkene(_Crowd):
         pairs = self._pairs(data)
         self._remember(pairs)
         gold = self._gold(pairs, true_labels)
-        res = _run(_entries_from_pairs(pairs, self.votes, float_dtype(self.dtype)),
-                   pairs.n_agents, self.init, self.n_iter, self.tol, self.smoothing, self.model,
-                   self.prior, self.criterion, gold, self.error_prior,
-                   self._initial_error(initial_error, pairs), self.initial_error_strategy,
-                   self.n_iter if self.criterion == "crowdkit" else 0)
+        res = dawid_skene_pairs(pairs, self.init, self.n_iter, self.tol, self.smoothing,
+                                model=self.model, prior=self.prior, votes=self.votes,
+                                criterion=self.criterion, gold=gold,
+                                error_prior=self.error_prior,
+                                initial_error=self._initial_error(initial_error, pairs),
+                                initial_error_strategy=self.initial_error_strategy,
+                                history=self.criterion == "crowdkit", dtype=self.dtype)
         pd = _pd()
         self.params_ = res.params
         self.n_iter_ = int(res.n_iter)
@@ -520,9 +518,8 @@ class DawidSkene(_Crowd):
         return self._finish(pairs, proba, self.log_proba_)
 
     def _log_proba(self, pairs):
-        ent = _entries_from_pairs(pairs, self.votes, self.params_.skill.dtype)
-        return np.asarray(_predict_log_proba(ent, self.params_, model=self.model,
-                                             prior=self.prior))
+        votes = crowd_votes(pairs, self.votes, dtype=self.params_.skill.dtype)
+        return np.asarray(ds_predict(votes, self.params_, model=self.model, prior=self.prior))
 
     def _proba(self, pairs):
         return np.where(np.asarray(pairs.mask), np.exp(self._log_proba(pairs)), 0.0)
@@ -566,27 +563,23 @@ class SpectralDawidSkene(DawidSkene):
 # ---------------------------------------------------------------- GLAD and MACE
 
 
-def _label_rows(pairs: PairCounts, votes: str):
-    """One (task, worker, label) row per vote (a pair's repeated votes repeated), numpy."""
-    ent = _entries_from_pairs(pairs, votes, np.float32)
-    reps = np.rint(np.asarray(ent.weight)).astype(np.int64)          # padding rows: 0
-    return tuple(np.repeat(np.asarray(x), reps) for x in (ent.task, ent.agent, ent.label))
-
-
-class _PerTaskModel(_Crowd):
-    """Estimators with a parameter per fitted task (GLAD's difficulty, MACE's posterior over
-    the fitted tasks only): predictions exist for the fitted tasks; new data means a new fit."""
+class PerTaskModel(_Crowd):
+    """Base of the crowd estimators with a parameter per fitted task (GLAD's difficulty,
+    MACE's and semi-supervised BDA's posteriors over the fitted tasks only): predictions exist
+    for the fitted tasks; new data means a new fit."""
 
     def _proba(self, pairs):
         raise DataError(f"{type(self).__name__} estimates per-task parameters; fit it on the "
                         "new data (predict_proba() without data returns the fitted tasks)",
                         field="data")
 
-    def _rows(self, data, true_labels):
-        """(pairs, [T] gold slots or None, label rows) of ``data``; remembers the names."""
+    def _votes(self, data, true_labels, dtype=None):
+        """(pairs, [T] gold slots or None, their :class:`~bda_jax.crowd.CrowdVotes`) of
+        ``data``, unpadded; remembers the names."""
         pairs = self._pairs(data)
         self._remember(pairs)
-        return pairs, self._gold(pairs, true_labels), _label_rows(pairs, self.votes)
+        return (pairs, self._gold(pairs, true_labels),
+                crowd_votes(pairs, self.votes, dtype=dtype, pad=False))
 
     def _store(self, pairs, res):
         """Common fitted attributes from a result with ``log_posterior``, ``n_iter``,
@@ -598,17 +591,17 @@ class _PerTaskModel(_Crowd):
         return self._finish(pairs, proba, log_proba)
 
     def _check_votes(self):
-        if self.votes not in ("round0", "all"):
-            raise DataError(f"votes must be 'round0' or 'all', got {self.votes!r}",
+        if self.votes not in VOTE_SOURCES:
+            raise DataError(f"votes must be one of {VOTE_SOURCES}, got {self.votes!r}",
                             field="votes")
         self._check_tie_break()
 
 
-class GLAD(_PerTaskModel):
+class GLAD(PerTaskModel):
     """GLAD (Whitehill et al. 2009) on crowd-kit's surface (crowd-kit ``GLAD``): worker ability
     α_w and task inverse difficulty β_t; a label is right with probability σ(α_w β_t), wrong
     labels uniform over the other K_t − 1. EM with crowd-kit's conjugate-gradient M-step, priors,
-    start and stopping rule (:func:`bda_jax.crowd._glad.glad_em`).
+    start and stopping rule (:func:`bda_jax.crowd.glad_em`).
 
     Args: ``n_iter``, ``tol``, ``m_step_max_iter``, ``m_step_tol`` (crowd-kit's defaults 100,
     1e-5, 25, 1e-2); ``alphas_priors_mean`` / ``betas_priors_mean``: means of the unit-variance
@@ -631,13 +624,11 @@ class GLAD(_PerTaskModel):
         self._check_votes()
 
     def fit(self, data, true_labels=None) -> "GLAD":
-        from ._glad import glad_em
-        pairs, gold, (task, worker, label) = self._rows(data, true_labels)
-        res = glad_em(task, worker, label, pairs.n_tasks, pairs.n_agents, len(self.classes_),
-                      mask=np.asarray(pairs.mask), gold=gold, n_iter=self.n_iter, tol=self.tol,
+        pairs, gold, votes = self._votes(data, true_labels, self.dtype)
+        res = glad_em(votes, gold=gold, n_iter=self.n_iter, tol=self.tol,
                       m_step_max_iter=self.m_step_max_iter, m_step_tol=self.m_step_tol,
                       alpha_prior_mean=self.alphas_priors_mean,
-                      log_beta_prior_mean=self.betas_priors_mean, dtype=self.dtype)
+                      log_beta_prior_mean=self.betas_priors_mean)
         pd = _pd()
         self.loss_history_ = np.asarray(res.loss_history, np.float64)[:int(res.n_iter)].tolist()
         self.alphas_ = pd.Series(np.asarray(res.params.alpha, np.float64),
@@ -647,11 +638,11 @@ class GLAD(_PerTaskModel):
         return self._store(pairs, res)
 
 
-class MACE(_PerTaskModel):
+class MACE(PerTaskModel):
     """MACE (Hovy et al. 2013) on crowd-kit's surface (crowd-kit ``MACE``): worker w knows the
     answer with probability θ_w and copies it, else spams from its strategy ξ_w. Variational
     Bayes (``method="vb"``, crowd-kit's default) or EM, ``n_restarts`` seeded restarts of
-    ``n_iter`` iterations each, the best kept (:func:`bda_jax.crowd._mace.mace_em`). Restart
+    ``n_iter`` iterations each, the best kept (:func:`bda_jax.crowd.mace_em`). Restart
     starts come from ``jax.random.key(seed)``; crowd-kit draws them from NumPy (and reuses one
     seed for every restart), so agreement with it is at the level of the fixed point.
 
@@ -669,11 +660,9 @@ class MACE(_PerTaskModel):
         self._check_votes()
 
     def fit(self, data, true_labels=None) -> "MACE":
-        from ._mace import mace_em
-        pairs, gold, (task, worker, label) = self._rows(data, true_labels)
-        res = mace_em(jax.random.key(self.seed), task, worker, label, pairs.n_tasks,
-                      pairs.n_agents, len(self.classes_), mask=np.asarray(pairs.mask),
-                      gold=gold, n_restarts=self.n_restarts, n_iter=self.n_iter,
+        pairs, gold, votes = self._votes(data, true_labels)
+        res = mace_em(jax.random.key(self.seed), votes, gold=gold,
+                      n_restarts=self.n_restarts, n_iter=self.n_iter,
                       method=self.method, alpha=self.alpha, beta=self.beta,
                       default_noise=self.default_noise)
         self.spamming_ = np.stack([np.asarray(res.params.spam, np.float64),

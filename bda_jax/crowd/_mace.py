@@ -1,7 +1,8 @@
-"""MACE over sparse crowd labels (Hovy et al. 2013), matching crowd-kit 1.4.2's ``MACE``.
+"""MACE over sparse crowd votes (Hovy et al. 2013), matching crowd-kit 1.4.2's ``MACE``.
 
-Same sparse layout as :mod:`bda_jax.crowd._glad` (:class:`CrowdLabels`: ``task``, ``worker``,
-``label`` [P], ``mask`` [T, K], ``gold`` [T]); all aggregation is ``segment_sum``.
+Data: :class:`~bda_jax.crowd.CrowdVotes` (vote cells ``task``, ``agent``, ``label`` [E] weighted
+by their vote counts, ``mask`` [T, K]) and ``gold`` [T] (-1 = unknown), as for GLAD; all
+aggregation is ``segment_sum`` and a cell of w votes counts as w labels.
 
 Model (Hovy et al. 2013, Sec. 2). The truth ``z_t`` is uniform over the task's valid classes. On
 each label worker j copies the truth with probability ``theta_j`` (``competence``) and otherwise
@@ -49,7 +50,8 @@ bound ``log-likelihood - KL(q(params) || prior)`` (non-decreasing over VB iterat
 >>> truth = rng.randint(0, 3, 60)
 >>> copies = rng.rand(360) < np.array([0.8, 0.8, 0.8, 0.8, 0.1, 0.1])[worker]   # 4, 5 spam
 >>> label = np.where(copies, truth[task], rng.randint(0, 3, 360))
->>> r = mace_em(jax.random.key(0), task, worker, label, 60, 6, 3, n_restarts=3)
+>>> from bda_jax.crowd import votes_from_labels
+>>> r = mace_em(jax.random.key(0), votes_from_labels(task, worker, label, 60, 6, 3), n_restarts=3)
 >>> r.log_posterior.shape, r.restart_log_likelihood.shape
 ((60, 3), (3,))
 >>> comp = np.asarray(r.params.competence)          # P(copy the truth): spammers get little
@@ -67,9 +69,9 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from .._core.errors import DataError
-from ._glad import (CrowdLabels, _check_loop, _flat, _positive_int, _seg, _support,
-                   crowd_labels)
 from .._core.numerics import float_dtype
+from ._checks import check_loop, positive_int
+from ._votes import CrowdVotes, cell_index, check_gold, truth_support
 
 __all__ = ["MACECounts", "MACEParams", "MACEResult", "mace_e_step", "mace_em", "mace_init",
            "mace_m_step"]
@@ -123,27 +125,30 @@ class _Prep(NamedTuple):
     """Loop-invariant per-row / per-task arrays, computed once before the EM loop (XLA does
     not hoist them out of a ``while_loop``: recomputed in the body they cost ~2x)."""
 
-    task: jax.Array        # [P]
-    wk: jax.Array          # [P] worker * K + label
-    flat: jax.Array        # [P] task * K + label
+    task: jax.Array        # [E]
+    wk: jax.Array          # [E] worker * K + label
+    flat: jax.Array        # [E] task * K + label
+    weight: jax.Array      # [E, 1] votes of the cell
     support: jax.Array     # [T, K] valid classes, only the gold one for gold tasks
     log_kt: jax.Array      # [T] log(number of valid classes)
-    worker_count: jax.Array  # [W] float
+    worker_count: jax.Array  # [W] float labels per worker
 
 
-def _prep(data, dt):
-    T, W, K = data.shape
-    return _Prep(data.task, data.worker * K + data.label, _flat(data), _support(data),
-                 jnp.log(data.n_valid.astype(dt)), data.worker_count.astype(dt))
+def _prep(votes, gold, dt):
+    T, W, K = votes.shape
+    return _Prep(votes.task, votes.agent * K + votes.label, cell_index(votes),
+                 votes.weight.astype(dt)[:, None], truth_support(votes.mask, gold),
+                 jnp.log(votes.mask.sum(-1).astype(dt)), votes.agent_votes.astype(dt))
 
 
 def _e_step(prep, params):
     """E-step for R parameter sets at once (``params`` with a leading [R] axis): ``(log_q
     [T, K, R], log_likelihood [T, R], counts with a leading [R] axis)``.
 
-    Every per-row quantity depends on (worker, label) only, so the model enters through [W, K, R]
-    tables gathered per row; row p adds ``log P(y_p | z = k) = la[w, y] + [k = y]
-    (log(a + b) - la)[w, y]`` to ``score[t, k]`` (one scatter per task, one per (task, class)).
+    Every per-entry quantity depends on (worker, label) only, so the model enters through
+    [W, K, R] tables gathered per entry; entry e adds ``w_e log P(y_e | z = k) = w_e (la[j, y] +
+    [k = y] (log(a + b) - la)[j, y])`` to ``score[t, k]`` (one scatter per task, one per (task,
+    class)).
     The restarts ride along as the trailing axis of each scatter (one index pass for all of
     them: ~20% faster on XLA:CPU than R separate passes; ``vmap``'s batched scatters are slower
     still). The optimization barriers keep XLA:CPU from fusing gathers into the loops that
@@ -156,30 +161,37 @@ def _e_step(prep, params):
     b = params.competence.T[:, None, :]                               # copy the truth
     la = _safe_log(a)
     hit = (_safe_log(a + b) - la).reshape(W * K, R)
-    la_row, hit_row = jax.lax.optimization_barrier((la.reshape(W * K, R)[prep.wk], hit[prep.wk]))
-    score = (_seg(la_row, prep.task, T)[:, None, :]                   # every class of the task
-             + _seg(hit_row, prep.flat, T * K).reshape(T, K, R))      # the labeled class
+    la_row, hit_row = jax.lax.optimization_barrier((la.reshape(W * K, R)[prep.wk] * prep.weight,
+                                                     hit[prep.wk] * prep.weight))
+    seg = jax.ops.segment_sum
+    score = (seg(la_row, prep.task, T)[:, None, :]                    # every class of the task
+             + seg(hit_row, prep.flat, T * K).reshape(T, K, R))       # the labeled class
     # gold tasks: only the gold class is in the support, so ll is log p(gold, labels_t)
     score = jnp.where(prep.support[:, :, None], score - prep.log_kt[:, None, None], -jnp.inf)
     m = score.max(1, keepdims=True)                                   # finite: K_t >= 1
     ll = m[:, 0] + jnp.log(jnp.exp(score - m).sum(1))                 # [T, R]
     # materialized before the gather (else XLA:CPU recomputes it per gathered row: ~30% slower)
     (log_q,) = jax.lax.optimization_barrier((score - ll[:, None, :],))
-    q_row = jnp.exp(log_q.reshape(T * K, R)[prep.flat])               # q[t, y] per row [P, R]
+    q_row = jnp.exp(log_q.reshape(T * K, R)[prep.flat])               # q[t, y] per entry [E, R]
     share = (b / jnp.maximum(a + b, jnp.finfo(a.dtype).tiny)).reshape(W * K, R)  # P(know|z=y)
-    strategy = _seg(1.0 - q_row * share[prep.wk], prep.wk, W * K).reshape(W, K, R)
-    spam = strategy.sum(1).T                       # every row is spam or know: one scatter
+    strategy = seg((1.0 - q_row * share[prep.wk]) * prep.weight, prep.wk,
+                   W * K).reshape(W, K, R)
+    spam = strategy.sum(1).T                       # every label is spam or know: one scatter
     counts = MACECounts(spam, prep.worker_count[None, :] - spam, jnp.moveaxis(strategy, -1, 0))
     return log_q, ll, counts
 
 
 @jax.jit
-def mace_e_step(data: CrowdLabels, params: MACEParams):
-    """MACE E-step (crowd-kit ``MACE._e_step``). Returns ``(log_posterior [T, K],
-    log_likelihood [T], MACECounts)``; gold tasks are clamped one-hot."""
-    log_q, ll, counts = _e_step(_prep(data, params.spam.dtype),
+def _e_step_one(votes, gold, params):
+    log_q, ll, counts = _e_step(_prep(votes, gold, params.spam.dtype),
                                 jax.tree_util.tree_map(lambda x: x[None], params))
     return log_q[..., 0], ll[:, 0], jax.tree_util.tree_map(lambda x: x[0], counts)
+
+
+def mace_e_step(votes: CrowdVotes, params: MACEParams, gold=None):
+    """MACE E-step (crowd-kit ``MACE._e_step``). Returns ``(log_posterior [T, K],
+    log_likelihood [T], MACECounts)``; gold tasks (``gold`` [T] >= 0) are clamped one-hot."""
+    return _e_step_one(votes, check_gold(gold, votes.mask), params)
 
 
 def _em_norm(x):
@@ -233,7 +245,7 @@ def _m(counts, is_vb, hyper):
 _m_jit = jax.jit(_m)
 
 
-def _restarts(data, params, tol, hyper, is_vb, n_iter):
+def _restarts(votes, gold, params, tol, hyper, is_vb, n_iter):
     """All restarts in one ``while_loop`` (leading [R] axis); a restart whose last change is
     ``<= tol`` (or that ran ``n_iter`` M-steps) is frozen while the others go on.
 
@@ -244,7 +256,7 @@ def _restarts(data, params, tol, hyper, is_vb, n_iter):
     [T, K, R] and the histories [R, n_iter]."""
     dt = params.spam.dtype
     R = params.spam.shape[0]
-    prep = _prep(data, dt)
+    prep = _prep(votes, gold, dt)
     rows = jnp.arange(R)
     m_step = jax.vmap(_m, in_axes=(0, None, None))
 
@@ -293,13 +305,13 @@ def _random_starts(key, W, K, R, noise, dt):
 
 
 @partial(jax.jit, static_argnames=("n_iter",))
-def _mace(data, key, init, use_init, noise, tol, hyper, is_vb, n_iter):
-    T, W, K = data.shape
+def _mace(votes, gold, key, init, use_init, noise, tol, hyper, is_vb, n_iter):
+    T, W, K = votes.shape
     R = init.spam.shape[0]
     starts = jax.tree_util.tree_map(lambda a, b: jnp.where(use_init, a, b), init,
                                     _random_starts(key, W, K, R, noise, init.spam.dtype))
-    params, ll, obj, its, conv, log_q, hl, ho = _restarts(data, starts, tol, hyper, is_vb,
-                                                         n_iter)
+    params, ll, obj, its, conv, log_q, hl, ho = _restarts(votes, gold, starts, tol, hyper,
+                                                         is_vb, n_iter)
     best = jnp.argmax(jnp.where(jnp.isnan(ll), -jnp.inf, ll))
     p = jax.tree_util.tree_map(lambda x: x[best], params)
     # the best restart's last E-step is crowd-kit's final E-step with the best parameters
@@ -322,9 +334,9 @@ def mace_init(key, n_workers, n_classes, n_restarts=1, default_noise=0.5, dtype=
     """Random starts as crowd-kit ``MACE._initialize`` draws them (``U(1, 2 + default_noise)``,
     rows normalized), one per restart from ``jax.random.split(key, n_restarts)``: a
     :class:`MACEParams` with a leading [n_restarts] axis (the starts :func:`mace_em` uses)."""
-    return _random_starts(_key(key), _positive_int(n_workers, "n_workers", 1),
-                          _positive_int(n_classes, "n_classes", 2),
-                          _positive_int(n_restarts, "n_restarts", 1), float(default_noise),
+    return _random_starts(_key(key), positive_int(n_workers, "n_workers", 1),
+                          positive_int(n_classes, "n_classes", 2),
+                          positive_int(n_restarts, "n_restarts", 1), float(default_noise),
                           float_dtype(dtype))
 
 
@@ -356,18 +368,17 @@ def _positive(x, name, zero_ok=False):
     return float(x)
 
 
-def mace_em(key, task, worker, label, n_tasks, n_workers, n_classes, *, mask=None, gold=None,
-            n_restarts=10, n_iter=50, tol=0.0, method="vb", alpha=0.5, beta=0.5,
-            strategy_prior=10.0, smoothing=None, default_noise=0.5, init=None,
-            dtype=None) -> MACEResult:
-    """MACE over sparse labels, crowd-kit 1.4.2 semantics (module docstring).
+def mace_em(key, votes: CrowdVotes, *, gold=None, n_restarts=10, n_iter=50, tol=0.0,
+            method="vb", alpha=0.5, beta=0.5, strategy_prior=10.0, smoothing=None,
+            default_noise=0.5, init=None) -> MACEResult:
+    """MACE over sparse crowd votes, crowd-kit 1.4.2 semantics (module docstring).
 
     Args:
       key: a ``jax.random`` key or an int seed for the restarts' starts (ignored with ``init``).
-      task, worker, label: [P] integer arrays, one row per label (duplicates allowed).
-      n_tasks, n_workers, n_classes: T, W, K (static).
-      mask: [T, K] valid classes (the truth prior is uniform over them); gold: [T] known classes
-        (-1 = unknown), clamped one-hot.
+      votes: :class:`~bda_jax.crowd.CrowdVotes` (the truth prior is uniform over each task's
+        valid classes); the float dtype of ``votes.weight`` is the dtype of the fit (float64
+        needs x64 mode).
+      gold: [T] known classes (-1 = unknown), clamped one-hot.
       n_restarts, n_iter: crowd-kit's restarts and iterations per restart (defaults 10, 50).
       tol: stop a restart when the largest parameter change is ``<= tol`` (0: crowd-kit's fixed
         ``n_iter`` except at an exact fixed point).
@@ -376,25 +387,25 @@ def mace_em(key, task, worker, label, n_tasks, n_workers, n_classes, *, mask=Non
         smoothing: "em" pseudo-count (default ``0.01 / n_classes``); default_noise: init spread.
       init: optional ``(spamming [R, W, 2], strategy [R, W, K])`` starts (R restarts, replacing
         ``n_restarts``; the leading axis may be dropped for one; ``key`` is then unused).
-      dtype: float32 (default) or float64 (needs x64 mode).
 
     Returns :class:`MACEResult`. Only ``n_iter`` and the shapes are static (one compiled program
     serves both methods, random or given starts).
     """
-    dt = float_dtype(dtype)
+    if not isinstance(votes, CrowdVotes):
+        raise DataError(f"expected CrowdVotes, got {type(votes).__name__}", field="votes")
     if method not in METHODS:
         raise DataError(f"method must be one of {METHODS}, got {method!r}", field="method")
-    data = crowd_labels(task, worker, label, n_tasks, n_workers, n_classes, mask=mask,
-                        gold=gold)
-    _check_loop(n_iter, tol, least=0.0)
-    T, W, K = data.shape
+    gold = check_gold(gold, votes.mask)
+    check_loop(n_iter, tol, least=0.0)
+    dt = votes.weight.dtype
+    T, W, K = votes.shape
     hyper = tuple(jnp.asarray(v, dt) for v in (
         _positive(alpha, "alpha"), _positive(beta, "beta"),
         _positive(strategy_prior, "strategy_prior"),
         0.01 / K if smoothing is None else _positive(smoothing, "smoothing", zero_ok=True)))
     noise = _positive(default_noise, "default_noise", zero_ok=True)
     if init is None:
-        R = _positive_int(n_restarts, "n_restarts", 1)
+        R = positive_int(n_restarts, "n_restarts", 1)
         key = _key(key)
         init = MACEParams(jnp.zeros((R, W), dt), jnp.zeros((R, W), dt), jnp.zeros((R, W, K), dt))
         use_init = False
@@ -402,5 +413,5 @@ def mace_em(key, task, worker, label, n_tasks, n_workers, n_classes, *, mask=Non
         init = _check_init(init, W, K, dt)
         key = jax.random.key(0) if key is None else _key(key)
         use_init = True
-    return _mace(data, key, init, jnp.asarray(use_init), jnp.asarray(noise, dt),
+    return _mace(votes, gold, key, init, jnp.asarray(use_init), jnp.asarray(noise, dt),
                  jnp.asarray(tol, dt), hyper, jnp.asarray(method == "vb"), int(n_iter))

@@ -1,7 +1,7 @@
 """Semi-supervised BDA for crowds: gold-fitted worker priors, EM over the unlabeled pool.
 
-A crowd gives each task t a few votes ``v[p, k]`` (pair p = (task t, worker i); ``PairCounts.e0``)
-and a small subset of tasks carries gold. The model is BDA's ([BDA] §4, Eqs. 1-3) with the
+A crowd gives each task t a few votes ``v[p, k]`` (pair p = (task t, worker i), grouped from the
+cells of :class:`~bda_jax.crowd.CrowdVotes`) and a small subset of tasks carries gold. The model is BDA's ([BDA] §4, Eqs. 1-3) with the
 worker's reliability integrated out rather than plugged in:
 
 * **one-coin**: worker i is right with probability θ_i ~ Beta(κ r̄, κ (1 − r̄)), errors uniform
@@ -30,7 +30,7 @@ gold tasks — hide a fold's gold, run EM, score the multiclass Brier of the hid
 one vmapped, jitted computation over grid × folds. The loop stops when the largest change of a
 task posterior is below ``tol`` or after ``n_iter`` E-steps.
 
-Shapes: P pairs, T tasks, I workers, K = K_max candidate slots.
+Shapes: E vote cells, P pairs (P <= E), T tasks, I workers, K = K_max candidate slots.
 """
 from __future__ import annotations
 
@@ -42,13 +42,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.counts import PairCounts
-from ._estimators import _PerTaskModel
 from .._core.errors import DataError
+from ._estimators import PerTaskModel
+from ._votes import CrowdVotes, crowd_votes
 
-__all__ = ["SemiSupervisedResult", "semisupervised_em", "crowd_prior", "SemiSupervisedBDA",
-           "MODELS"]
+__all__ = ["SemiSupervisedResult", "semisupervised_em", "crowd_prior", "max_pair_votes",
+           "SemiSupervisedBDA", "MODELS"]
 
-MODELS = ("onecoin", "confusion")
+MODELS = ("one-coin", "confusion")
 _TINY = 1e-30
 
 
@@ -72,43 +73,68 @@ def _rising_log(x, n, n_max):
     return out
 
 
-def crowd_prior(votes, task, gold, mask, model: str):
-    """The crowd-level prior from the votes on gold tasks.
+def crowd_prior(votes: CrowdVotes, gold, model: str):
+    """The crowd-level prior from the votes on gold tasks (``gold`` [T], -1: unknown).
 
     one-coin: ``[2]`` (r̄, 1 − r̄) with r̄ = correct gold votes / all gold votes (+1/+2
     smoothing); confusion: ``[K, K]`` pooled confusion rows (+1 smoothing, masked slots 0,
-    rows normalized). Numpy, host side.
+    rows normalized). NumPy, host side.
     """
-    votes, task, gold = np.asarray(votes, np.float64), np.asarray(task), np.asarray(gold)
-    g = gold[task]
-    on = g >= 0
-    K = votes.shape[1]
-    if model == "onecoin":
-        right = votes[on, g[on]].sum() if on.any() else 0.0
-        r = (right + 1.0) / (votes[on].sum() + 2.0)
+    w = np.asarray(votes.weight, np.float64)
+    task, label = np.asarray(votes.task), np.asarray(votes.label)
+    g = np.asarray(gold)[task]
+    on = (g >= 0) & (w > 0)
+    K = votes.mask.shape[1]
+    if model == "one-coin":
+        right = w[on & (label == g)].sum()
+        r = (right + 1.0) / (w[on].sum() + 2.0)
         return np.array([r, 1.0 - r])
-    counts = np.ones((K, K)) * np.asarray(mask, bool).any(0)[None, :]
-    np.add.at(counts, g[on], votes[on])
+    counts = np.ones((K, K)) * np.asarray(votes.mask, bool).any(0)[None, :]
+    np.add.at(counts, (g[on], label[on]), w[on])
     return counts / counts.sum(1, keepdims=True)
 
 
-@partial(jax.jit, static_argnames=("model", "n_tasks", "n_agents", "n_max", "n_iter"))
-def semisupervised_em(votes, task, agent, mask, gold, crowd, kappa, tau, *, model: str,
-                      n_tasks: int, n_agents: int, n_max: int, n_iter: int = 100,
-                      tol: float = 1e-5) -> SemiSupervisedResult:
+def max_pair_votes(votes: CrowdVotes) -> int:
+    """The most votes one worker gives one task (at least 1): ``semisupervised_em``'s static
+    ``n_max``."""
+    task, agent = np.asarray(votes.task, np.int64), np.asarray(votes.agent, np.int64)
+    _, pair = np.unique(task * votes.shape[1] + agent, return_inverse=True)
+    per_pair = np.bincount(pair.reshape(-1), weights=np.asarray(votes.weight, np.float64))
+    return max(int(np.rint(per_pair.max(initial=0.0))), 1)
+
+
+def _pairs(votes: CrowdVotes):
+    """Group the cells by (task, worker): per-pair votes [E, K] (float32), task [E], agent [E].
+    Traceable: there are at most E pairs, so the rows past the last pair hold no votes (they
+    sit on the last task and contribute nothing)."""
+    t, a = votes.task, votes.agent
+    E = t.shape[0]
+    T, _, K = votes.shape
+    start = jnp.concatenate([jnp.ones(1, bool), (t[1:] != t[:-1]) | (a[1:] != a[:-1])])
+    pair = jnp.cumsum(start) - 1
+    pv = jax.ops.segment_sum(votes.weight.astype(jnp.float32)[:, None]
+                             * jax.nn.one_hot(votes.label, K, dtype=jnp.float32), pair, E)
+    task = jnp.full(E, T - 1, jnp.int32).at[pair].set(t)
+    agent = jnp.zeros(E, jnp.int32).at[pair].set(a)
+    return pv, task, agent
+
+
+@partial(jax.jit, static_argnames=("model", "n_max", "n_iter"))
+def semisupervised_em(votes: CrowdVotes, gold, crowd, kappa, tau, *, model: str, n_max: int,
+                      n_iter: int = 100, tol: float = 1e-5) -> SemiSupervisedResult:
     """EM of the module docstring for one (κ, τ).
 
     Args:
-      votes: [P, K] vote counts of each (task, worker) pair (float or int).
-      task, agent: [P] int32 pair indices into T tasks and I workers.
-      mask: [T, K] each task's valid candidate slots.
+      votes: the crowd's :class:`~bda_jax.crowd.CrowdVotes` (unpadded or padded).
       gold: [T] int32 gold slot of clamped tasks, -1 elsewhere.
       crowd: :func:`crowd_prior` of the model ([2] or [K, K]).
       kappa: prior strength κ > 0; tau: evidence temperature τ > 0.
-      n_max: static bound on a pair's total votes (``votes.sum(1).max()``).
+      n_max: static bound on a pair's total votes (:func:`max_pair_votes`).
     Returns: :class:`SemiSupervisedResult`.
     """
-    votes = jnp.asarray(votes, jnp.float32)
+    mask = votes.mask
+    n_agents = votes.shape[1]
+    votes, task, agent = _pairs(votes)
     T, K = mask.shape
     n_pair = votes.sum(1)                                            # [P]
     valid = mask[task]                                               # [P, K]
@@ -117,14 +143,14 @@ def semisupervised_em(votes, task, agent, mask, gold, crowd, kappa, tau, *, mode
     onehot = jax.nn.one_hot(jnp.where(clamped, gold, 0), K) * clamped[:, None]
     nvotes_int = jnp.round(votes).astype(jnp.int32)
     n_int = jnp.round(n_pair).astype(jnp.int32)
-    if model == "onecoin":
+    if model == "one-coin":
         a0, b0 = kappa * crowd[0], kappa * crowd[1]
     else:
         prior_rows = kappa * crowd                                   # [K, K]
 
     def log_lik(q):
         """[P, K] cavity-predictive log-likelihood of each pair's votes under each truth g."""
-        if model == "onecoin":
+        if model == "one-coin":
             right = (q[task] * votes).sum(1)                               # soft correct votes [P]
             S = jax.ops.segment_sum(right, agent, n_agents)          # [I]
             n = jax.ops.segment_sum(n_pair, agent, n_agents)
@@ -169,7 +195,7 @@ def semisupervised_em(votes, task, agent, mask, gold, crowd, kappa, tau, *, mode
         return new, it + 1, jnp.max(jnp.abs(new - q))
 
     q, it, delta = jax.lax.while_loop(cond, body, (q0, jnp.int32(0), jnp.float32(jnp.inf)))
-    if model == "onecoin":
+    if model == "one-coin":
         right = (q[task] * votes).sum(1)
         S = jax.ops.segment_sum(right, agent, n_agents)
         n = jax.ops.segment_sum(n_pair, agent, n_agents)
@@ -189,7 +215,7 @@ def _check_grid(values, name):
     return out
 
 
-class SemiSupervisedBDA(_PerTaskModel):
+class SemiSupervisedBDA(PerTaskModel):
     """Semi-supervised BDA for crowd labels (crowd-kit surface; module docstring for the model).
 
     ``fit(data, true_labels)``: ``data`` a DataFrame with columns task, worker, label (or
@@ -209,7 +235,7 @@ class SemiSupervisedBDA(_PerTaskModel):
     >>> df = pd.DataFrame({"task": ["a", "a", "a", "b", "b", "b"],
     ...                    "worker": ["w1", "w2", "w3", "w1", "w2", "w3"],
     ...                    "label": ["x", "x", "y", "y", "y", "x"]})
-    >>> m = SemiSupervisedBDA(model="onecoin", kappa_grid=[4.0], tau_grid=[1.0])
+    >>> m = SemiSupervisedBDA(model="one-coin", kappa_grid=[4.0], tau_grid=[1.0])
     >>> m.fit_predict(df, true_labels=pd.Series({"a": "x"})).tolist()
     ['x', 'y']
     """
@@ -236,8 +262,8 @@ class SemiSupervisedBDA(_PerTaskModel):
         self._remember(pairs)
         gold = self._gold(pairs, true_labels)
         gold = np.asarray(pairs.gold if gold is None else gold, np.int32)
-        votes = np.asarray(pairs.e0, np.float32)
-        task, agent, mask = np.asarray(pairs.task), np.asarray(pairs.agent), np.asarray(pairs.mask)
+        votes = crowd_votes(pairs, self.votes, pad=False)
+        mask = np.asarray(pairs.mask)
         labeled = np.flatnonzero(gold >= 0)
         if labeled.size == 0:
             raise DataError("semi-supervised BDA needs some gold labels (true_labels)",
@@ -248,14 +274,13 @@ class SemiSupervisedBDA(_PerTaskModel):
             if not models:
                 raise DataError("the confusion model needs one candidate list shared by every "
                                 "task", field="model")
-        n_max = max(int(votes.sum(1).max()), 1)
+        n_max = max_pair_votes(votes)
 
         def em(g, m, kappa, tau):
-            crowd = jnp.asarray(crowd_prior(votes, task, g, mask, m), jnp.float32)
+            crowd = jnp.asarray(crowd_prior(votes, g, m), jnp.float32)
             return jax.vmap(lambda k, t: semisupervised_em(
-                votes, task, agent, mask, g, crowd, k, t, model=m, n_tasks=pairs.n_tasks,
-                n_agents=pairs.n_agents, n_max=n_max, n_iter=self.n_iter, tol=self.tol))(
-                    jnp.asarray(kappa, jnp.float32), jnp.asarray(tau, jnp.float32))
+                votes, g, crowd, k, t, model=m, n_max=n_max, n_iter=self.n_iter,
+                tol=self.tol))(jnp.asarray(kappa, jnp.float32), jnp.asarray(tau, jnp.float32))
 
         grid = [(k, t) for k in self.kappa_grid for t in self.tau_grid]
         kappas, taus = [k for k, _ in grid], [t for _, t in grid]
@@ -289,7 +314,7 @@ class SemiSupervisedBDA(_PerTaskModel):
         import pandas as pd
         workers = pd.Index(self.workers_, name="worker")
         alpha = np.asarray(res.alpha, np.float64)
-        if self.model_ == "onecoin":
+        if self.model_ == "one-coin":
             skill = alpha[:, 0, 0] / (alpha[:, 0, 0] + alpha[:, 0, 1])
             self.errors_ = None
         else:
