@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import numpy as np
 
+from .checks import positive_int
 from .errors import DataError, TraceError
 from .normalize import Normalizer, default_normalizer
 from .traces import FORCES, ResolvedTrace, Trace, resolve_trace
@@ -305,10 +306,8 @@ class PairCounts:
         >>> p.task.tolist(), p.agent.tolist(), p.e0.tolist(), p.N.tolist()
         ([0, 0, 1], [0, 1, 0], [[1, 0], [0, 2], [0, 1]], [1, 2, 1])
         """
-        sizes = {"n_tasks": n_tasks, "n_agents": n_agents, "n_labels": n_labels}
-        for name, n in sizes.items():
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-                raise DataError(f"{name} must be an integer >= 1, got {n!r}", field=name)
+        for name, n in (("n_tasks", n_tasks), ("n_agents", n_agents), ("n_labels", n_labels)):
+            positive_int(n, name)
         rows = {}
         for name, x, n in (("task", task, n_tasks), ("agent", agent, n_agents),
                            ("label", label, n_labels)):

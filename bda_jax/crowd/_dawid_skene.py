@@ -93,6 +93,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import positive_int
 from .._core.counts import PairCounts
 from .._core.decisions import vote_shares
 from .._core.errors import DataError
@@ -517,8 +518,7 @@ def _check_options(model, prior, criterion="posterior"):
 
 
 def _check_numbers(n_iter=1, tol=0.0, smoothing=0.0):
-    if not isinstance(n_iter, (int, np.integer)) or isinstance(n_iter, bool) or n_iter < 1:
-        raise DataError(f"n_iter must be an integer >= 1, got {n_iter!r}", field="n_iter")
+    positive_int(n_iter, "n_iter")
     if not np.isfinite(tol) or tol < 0:
         raise DataError(f"tol must be >= 0, got {tol!r}", field="tol")
     if not np.isfinite(smoothing) or smoothing < 0:

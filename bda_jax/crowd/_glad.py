@@ -63,7 +63,8 @@ import numpy as np
 
 from .._core.errors import DataError
 from ._cg import minimize_cg
-from ._checks import check_loop, positive_int
+from .._core.checks import positive_int
+from ._checks import check_loop
 from ._votes import CrowdVotes, cell_index, check_gold, truth_support
 
 __all__ = ["GLADParams", "GLADResult", "glad_e_step", "glad_em", "glad_m_step",

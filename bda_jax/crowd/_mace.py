@@ -70,7 +70,8 @@ from jax.scipy.special import digamma, gammaln
 
 from .._core.errors import DataError
 from .._core.numerics import float_dtype
-from ._checks import check_loop, positive_int
+from .._core.checks import positive_int
+from ._checks import check_loop
 from ._votes import CrowdVotes, cell_index, check_gold, truth_support
 
 __all__ = ["MACECounts", "MACEParams", "MACEResult", "mace_e_step", "mace_em", "mace_init",

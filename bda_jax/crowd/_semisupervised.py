@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import positive_int
 from .._core.counts import PairCounts
 from .._core.errors import DataError
 from ._estimators import PerTaskModel
@@ -247,8 +248,7 @@ class SemiSupervisedBDA(PerTaskModel):
         if model not in MODELS + ("auto",):
             raise DataError(f"model must be one of {MODELS + ('auto',)}, got {model!r}",
                             field="model")
-        if not isinstance(folds, int) or folds < 2:
-            raise DataError(f"folds must be an integer >= 2, got {folds!r}", field="folds")
+        positive_int(folds, "folds", 2)
         self.model, self.folds, self.seed = model, folds, int(seed)
         self.kappa_grid = _check_grid(kappa_grid, "kappa_grid")
         self.tau_grid = _check_grid(tau_grid, "tau_grid")

@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import positive_int
 from .._core.counts import PairCounts
 from .._core.errors import DataError
 from .._core.numerics import float_dtype
-from ._checks import positive_int
 
 __all__ = ["VOTE_SOURCES", "CrowdVotes", "cell_index", "check_dense_votes", "check_gold",
            "crowd_votes",
