@@ -552,9 +552,10 @@ class OneCoinDawidSkene(DawidSkene):
 class SpectralDawidSkene(DawidSkene):
     """Dawid–Skene EM started from the one-coin spectral initialization (in the spirit of Zhang,
     Chen, Zhou and Jordan 2016, "Spectral methods meet EM"): worker skills from the rank-one
-    structure of the pairwise agreement matrix, then confusion-matrix EM. Limits (see
-    :mod:`bda_jax.crowd._dawid_skene`): a one-coin spectral step, not their three-view tensor
-    method; needs >= 3 workers with overlapping tasks; a majority coalition's mode wins the sign.
+    structure of the pairwise agreement matrix, then confusion-matrix EM. Limits (see the
+    Dawid–Skene EM, :func:`bda_jax.crowd.dawid_skene_votes`): a one-coin spectral step, not
+    their three-view tensor method; needs >= 3 workers with overlapping tasks; a majority
+    coalition's mode wins the sign.
     """
 
     _init_default = "spectral"

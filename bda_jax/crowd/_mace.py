@@ -10,7 +10,8 @@ each label worker j copies the truth with probability ``theta_j`` (``competence`
 ``xi_j`` [K] (``strategy``): ``P(y = k | z = c) = spam_j xi_j[k] + theta_j [k = c]``. crowd-kit's
 ``spamming_[:, 0]`` is ``spam``, ``spamming_[:, 1]`` is ``competence`` and ``thetas_`` is
 ``strategy``. With masks the strategy still ranges over all K classes (only the truth prior is
-masked), the deficient-model convention of :mod:`bda_jax.crowd._dawid_skene`.
+masked), the deficient-model convention of the Dawid–Skene EM
+(:func:`bda_jax.crowd.dawid_skene_votes`).
 
 Fitting, exactly crowd-kit 1.4.2 ``MACE.fit`` (crowdkit/aggregation/classification/mace.py):
 
