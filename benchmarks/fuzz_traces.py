@@ -1,6 +1,6 @@
 """Fuzz the trace pipeline: mutated JSON Lines files -> read_traces -> tally -> one-coin posterior.
 
-The mutation engine lives here and is shared with ``tests/test_fuzz.py`` (which drives it with a
+The mutation engine lives here and is shared with ``tests/integration/test_fuzz.py`` (which drives it with a
 Hypothesis-controlled ``random.Random``); this script drives it with a plain seeded
 ``random.Random``.
 

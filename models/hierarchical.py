@@ -4,7 +4,7 @@ BDA's one-coin kernel ([BDA] Eqs. 1–2) integrates each agent's reliability θ_
 a finite-strength Beta prior whose strength s is a CV-selected constant; at K = 2 that caps the
 posterior ([BDA] Theorem 2c: 0.9987 for Beta(8.8, 7.2), θ* = 0.8, I = 3). [BDA] Remark 2 names
 the fix and leaves it as future work: one global θ_i per seat whose posterior strength grows with every labeled
-move. This module is that model (docs/models.md ceiling example: tests/test_models_hierarchical.py).
+move. This module is that model (docs/models.md ceiling example: tests/models/test_hierarchical.py).
 
 Generative story over BDA's typed-move counts (docs/trace-format.md: ``N[t,i]`` informative moves,
 ``e[t,i,g]`` positive endorsements, ``c[t,i,g]`` moves consistent with "truth is g"), G seat

@@ -20,7 +20,7 @@ algorithm, iterate for iterate, for one jitted ``lax.while_loop``:
   quadratic interpolation; same c1, c2); if that fails too the run stops at the current point
   (SciPy's "precision loss" exit).
 
-In float64 it reproduces SciPy's iterates to ~1e-10 (tests/test_glad_mace.py). The objective
+In float64 it reproduces SciPy's iterates to ~1e-10 (tests/crowd/test_glad_mace.py). The objective
 enters through a *line*: ``line(x, p, aux, stp) -> (f(x + stp p) - f(x), grad f(x + stp p),
 aux')``, with ``aux`` what the objective caches at the base point ``x``. Handing the line
 search differences rather than values lets an objective compute them without cancellation, so

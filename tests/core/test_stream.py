@@ -18,7 +18,7 @@ import bda_jax as bda
 from bda_jax.simulate import simulate_council
 from reference import EXAMPLE
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("task", "agent", "N", "e", "c", "e0", "conf0", "mask", "K", "gold", "gold_missing",
           "cluster")
 

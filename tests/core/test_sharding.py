@@ -18,7 +18,7 @@ import pytest
 import bda_jax as bda
 from bda_jax.simulate import simulate_council
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALPHA, BETA = [7.0, 6.0, 8.0], [3.0, 4.0, 2.0]
 AGENTS = ["A1", "A2", "A3"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from bda_jax.report import CACHE_NAME, CellCache, load_results, run_demo
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from bda_jax import datasets as ld
 from bda_jax.stopping import load_history_batch
 from reference import REPO, SHARED_DATA
 
-HERE = Path(__file__).resolve().parent / "data" / "llm"
+HERE = Path(__file__).resolve().parents[1] / "data" / "llm"
 FIX_DASE = HERE / "dase"
 FIX_GSM = HERE / "du_gsm_synthetic.json"
 FIX_ARITH = HERE / ("agents3_rounds2_temperature_temperature_0.5_0.7_0.9_evaluationRound_2_"

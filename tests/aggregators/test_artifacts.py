@@ -14,7 +14,7 @@ from bda_jax.simulate import simulate_council
 
 @pytest.fixture(scope="module")
 def counts():
-    # the council of tests/test_cli.py: the compiled fits are shared within one pytest run
+    # the council of tests/cli/test_cli.py: the compiled fits are shared within one pytest run
     return tally(simulate_council(0, 40, [0.74, 0.68, 0.68]))
 
 

@@ -38,7 +38,7 @@ def user_error(result, *fragments):
 
 @pytest.fixture(scope="module")
 def council(tmp_path_factory):
-    """40 labeled binary tasks (the council of tests/test_artifacts.py: compiled fits are
+    """40 labeled binary tasks (the council of tests/aggregators/test_artifacts.py: compiled fits are
     shared), the same tasks without gold, and a council of other agents."""
     d = tmp_path_factory.mktemp("council")
     traces = simulate_council(0, 40, [0.74, 0.68, 0.68])
