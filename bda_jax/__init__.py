@@ -1,9 +1,13 @@
 """bda_jax: calibrated probabilities from multi-agent deliberation records (JAX + NumPyro).
 
 One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
-Submodules: ``bda_jax.aggregators`` (estimators), ``bda_jax.crowd`` (crowd-kit's surface),
+This module is the core surface (traces, counts, the closed-form kernels of [BDA] Eqs. 1, 2
+and 4, fitting and nested CV, decisions, sharding, the evaluation harness and the errors).
+Subpackages, one domain each (docs/architecture.md): ``bda_jax.aggregators`` (council arms,
+harness, model files), ``bda_jax.crowd`` (crowd-kit's surface and the crowd EMs),
 ``bda_jax.datasets`` (importers), ``bda_jax.metrics``, ``bda_jax.simulate``,
-``bda_jax.adversarial``, ``bda_jax.audit`` (routing audit of confidence-routed broadcast logs).
+``bda_jax.adversarial``, ``bda_jax.stopping`` ([DASE]), ``bda_jax.audit`` ([Audit]),
+``bda_jax.models`` (NumPyro), ``bda_jax.report`` (the demo and its report), ``bda_jax.cli``.
 """
 from ._core.abstention import RiskCoverage, risk_coverage, selective_decision
 from ._core.counts import Counts, CountsInfo, PairCounts, tally
@@ -20,10 +24,10 @@ from ._core.sharding import (shard_counts, sharded_confusion_log_posterior,
 from ._core.stream import tally_stream
 from ._core.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, parse_trace,
                           read_traces, resolve_trace, skipped_summary, write_traces)
-
 from ._core.version import __version__
 
 __all__ = [
+    "__version__",
     "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",
     "reliability_ablation", "risk_coverage", "selective_decision",
     "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",

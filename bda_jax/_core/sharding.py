@@ -1,4 +1,4 @@
-"""Tasks sharded over devices: the one-coin and confusion kernels on a mesh (docs/architecture.md and docs/models.md).
+"""Tasks sharded over devices: the one-coin and confusion kernels on a mesh (docs/scale.md).
 
 Tasks are independent (each posterior row reads only its own counts), so the kernels shard over
 the task axis without communication: counts are padded to a multiple of the device count and

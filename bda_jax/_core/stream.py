@@ -1,4 +1,4 @@
-"""Streaming tally: a JSON Lines trace file -> :class:`Counts` in bounded memory (docs/architecture.md and docs/trace-format.md).
+"""Streaming tally: a JSON Lines trace file -> :class:`Counts` in bounded memory (docs/trace-format.md, docs/scale.md).
 
 :func:`tally_stream` reads a trace file in chunks of tasks, checks every trace exactly as
 :func:`bda_jax.read_traces` does (same :class:`TraceError` naming file, line, task, move and

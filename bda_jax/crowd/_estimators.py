@@ -1,4 +1,4 @@
-"""Crowd aggregation on crowd-kit's surface (docs/architecture.md): ``MajorityVote``, ``Wawa``,
+"""Crowd aggregation on crowd-kit's surface (docs/crowd.md): ``MajorityVote``, ``Wawa``,
 ``DawidSkene``, ``OneCoinDawidSkene``, ``SpectralDawidSkene``, ``GLAD``, ``MACE``.
 
 Data: a pandas DataFrame with crowd-kit's columns ``task``, ``worker``, ``label`` (one row per

@@ -1,4 +1,4 @@
-"""A council simulator that is *not* BDA's own generative model (docs/evaluation.md).
+"""A council simulator that is *not* BDA's own generative model (docs/simulator.md).
 
 BDA reads every informative move as an independent draw from a per-agent categorical noise model
 ([BDA] §3). A simulator that drew moves that way would make BDA calibrated by construction and

@@ -5,6 +5,7 @@ Majority vote is recomputed here with pandas, independently of bda_jax: per task
 the most votes win, and a tie among w winners scores 1/w when gold is one of them (the fractional
 split SOURCE.md uses); duplicates are kept (every row a vote) unless a test says otherwise.
 """
+import dataclasses
 import functools
 import gc
 import gzip
@@ -398,7 +399,7 @@ def test_format_variants(tmp_path):
 def test_crowd_data_surface():
     data = cd.load_crowd("act_SP_amt")
     assert "act_SP_amt" in repr(data) and "10000 labels" in repr(data)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         data.name = "other"                             # frozen
     assert data.notes["format"] == "active_crowd_toolkit"
     assert data.gold.dtype == data.labels["label"].dtype

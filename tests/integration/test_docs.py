@@ -4,6 +4,7 @@ the papers by seed number, a design-note section or an issue number."""
 import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,20 +33,32 @@ def source_file(name: str) -> str:
     if name.startswith(("benchmarks/", "notebooks/")):
         return name
     obj = inspect.unwrap(_resolve(name))
-    path = Path(inspect.getsourcefile(obj if inspect.isroutine(obj) or inspect.isclass(obj)
-                                      or inspect.ismodule(obj) else type(obj))).resolve()
+    if inspect.isroutine(obj) or inspect.isclass(obj) or inspect.ismodule(obj):
+        path = Path(inspect.getsourcefile(obj)).resolve()
+    else:       # a constant: the module that defines it is the one holding it, not a re-export
+        attr = name.rsplit(".", 1)[-1]
+        owners = [m for m in list(sys.modules.values())
+                  if getattr(m, "__name__", "").startswith("bda_jax.")
+                  and not getattr(m, "__file__", "").endswith("__init__.py")
+                  and vars(m).get(attr) is obj
+                  and re.search(rf"^{attr}\s*[:=]", Path(m.__file__).read_text(), re.M)]
+        assert len(owners) == 1, f"{name}: defined in {[m.__name__ for m in owners]}"
+        path = Path(owners[0].__file__).resolve()
     return str(path.relative_to(ROOT))
 
 
 def equation_rows():
-    rows = []
+    """(reference with its paper label, implementing names, files) per table row."""
+    rows, paper = [], "?"
     for line in (DOCS / "equations.md").read_text().splitlines():
+        if line.startswith("## ["):
+            paper = line[3:].split("]")[0] + "]"
         m = _ROW.match(line)
         if not m or set(m["ref"].strip()) <= {"-", " "} or m["ref"].strip() == "Reference":
             continue
         names = re.findall(r"`([^`]+)`", m["by"])
         files = re.findall(r"`([^`]+)`", m["file"])
-        rows.append((m["ref"].strip(), names, files))
+        rows.append((f"{paper} {m['ref'].strip()}", names, files))
     return rows
 
 
