@@ -1,10 +1,11 @@
-"""Numerical conventions shared by every kernel and EM: the floating dtypes allowed."""
+"""Numerical conventions shared by every kernel and EM: the floating dtypes allowed and the
+clamped logarithm of the EM steps."""
 import jax
 import jax.numpy as jnp
 
 from .errors import DataError
 
-__all__ = ["float_dtype"]
+__all__ = ["float_dtype", "safe_log"]
 
 
 def float_dtype(dtype=None) -> jnp.dtype:
@@ -23,3 +24,11 @@ def float_dtype(dtype=None) -> jnp.dtype:
     return dt
 
 
+def safe_log(x) -> jax.Array:
+    """``log(x)`` with zeros clamped to the dtype's smallest normal number first, so an EM step
+    whose count is exactly 0 gives a large negative finite log, never -inf or NaN.
+
+    >>> bool(jnp.isfinite(safe_log(jnp.zeros(()))))
+    True
+    """
+    return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))

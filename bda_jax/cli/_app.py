@@ -74,7 +74,7 @@ def emit_json(obj) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """Write an output file atomically (a reader never sees half a file)."""
-    from ..report import atomic_write
+    from .. import atomic_write
     atomic_write(path, lambda h: h.write(text))
 
 

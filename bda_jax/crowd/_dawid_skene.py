@@ -97,6 +97,7 @@ from .._core.checks import positive_int
 from .._core.counts import PairCounts
 from .._core.decisions import vote_shares
 from .._core.errors import DataError
+from .._core.numerics import safe_log
 from ._votes import CrowdVotes, check_gold, crowd_votes, votes_from_dense
 
 __all__ = ["DSParams", "DSResult", "check_ds_settings", "dawid_skene_em", "dawid_skene_pairs",
@@ -159,10 +160,6 @@ def _grid_votes(votes, mask) -> CrowdVotes:
 # ---------------------------------------------------------------- pure kernels
 
 
-def _safe_log(x):
-    return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))
-
-
 def _task_K(mask, dtype):
     return mask.sum(-1).astype(dtype)
 
@@ -188,8 +185,8 @@ def _log_table(params: DSParams, model):
     if params.log_table is not None:
         return params.log_table
     if model == "one-coin":
-        return jnp.stack([_safe_log(params.skill), _safe_log(1.0 - params.skill)], -1)
-    return _safe_log(params.confusion)
+        return jnp.stack([safe_log(params.skill), safe_log(1.0 - params.skill)], -1)
+    return safe_log(params.confusion)
 
 
 def _cell(ent):
@@ -274,7 +271,7 @@ def _m_step(ent, q, smoothing, extra, data_scale, n_agents, model, prior):
                        1.0 / Kmax)
     else:
         pi = jnp.full((Kmax,), 1.0 / Kmax, dt)
-    log_prior = _safe_log(pi)
+    log_prior = safe_log(pi)
     if model == "one-coin":
         cell = _cell(ent)
         others = q @ (1.0 - eye)                # sum_{g != k} q[t, g]: summed directly, exact
@@ -285,8 +282,8 @@ def _m_step(ent, q, smoothing, extra, data_scale, n_agents, model, prior):
         miss = miss_d * data_scale + extra.sum((1, 2)) - diag + s
         den = agree + miss
         ok = den > 0
-        lp = jnp.where(ok, _safe_log(agree) - _safe_log(den), jnp.log(0.5).astype(dt))
-        lq = jnp.where(ok, _safe_log(miss) - _safe_log(den), jnp.log(0.5).astype(dt))
+        lp = jnp.where(ok, safe_log(agree) - safe_log(den), jnp.log(0.5).astype(dt))
+        lq = jnp.where(ok, safe_log(miss) - safe_log(den), jnp.log(0.5).astype(dt))
         p = jnp.where(ok, agree / jnp.where(ok, den, 1.0), 0.5)
         off = (1.0 - p) / max(Kmax - 1, 1)
         conf = p[:, None, None] * eye + off[:, None, None] * (1.0 - eye)
@@ -296,7 +293,7 @@ def _m_step(ent, q, smoothing, extra, data_scale, n_agents, model, prior):
     den = num.sum(-1, keepdims=True)
     ok = den > 0
     conf = jnp.where(ok, num / jnp.where(ok, den, 1.0), 1.0 / Kmax)
-    log_conf = jnp.where(ok, _safe_log(num) - _safe_log(den), -jnp.log(float(Kmax)).astype(dt))
+    log_conf = jnp.where(ok, safe_log(num) - safe_log(den), -jnp.log(float(Kmax)).astype(dt))
     skill = jnp.einsum("g,igg->i", pi, conf)
     return DSParams(skill, conf, log_prior, log_conf)
 

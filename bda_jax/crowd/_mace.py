@@ -70,7 +70,7 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln
 
 from .._core.errors import DataError
-from .._core.numerics import float_dtype
+from .._core.numerics import float_dtype, safe_log
 from .._core.checks import positive_int
 from ._checks import check_loop
 from ._votes import CrowdVotes, cell_index, check_gold, truth_support
@@ -119,10 +119,6 @@ class MACEResult(NamedTuple):
     objective_history: jax.Array
 
 
-def _safe_log(x):
-    return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))
-
-
 class _Prep(NamedTuple):
     """Loop-invariant per-row / per-task arrays, computed once before the EM loop (XLA does
     not hoist them out of a ``while_loop``: recomputed in the body they cost ~2x)."""
@@ -161,8 +157,8 @@ def _e_step(prep, params):
     strat = jnp.moveaxis(params.strategy, 0, -1)                      # [W, K, R]
     a = params.spam.T[:, None, :] * strat                             # spam and draw the label
     b = params.competence.T[:, None, :]                               # copy the truth
-    la = _safe_log(a)
-    hit = (_safe_log(a + b) - la).reshape(W * K, R)
+    la = safe_log(a)
+    hit = (safe_log(a + b) - la).reshape(W * K, R)
     la_row, hit_row = jax.lax.optimization_barrier((la.reshape(W * K, R)[prep.wk] * prep.weight,
                                                      hit[prep.wk] * prep.weight))
     seg = jax.ops.segment_sum
@@ -240,7 +236,7 @@ def _m(counts, is_vb, hyper):
           + ((a2 - jnp.stack([alpha, beta])) * log2).sum(-1)).sum() \
         + (gks - gk.reshape(W, K).sum(-1) - gp[4] + K * gp[3]
            + ((ak - sprior) * logk).sum(-1)).sum()
-    log_prior = jnp.where(is_vb, -kl, s * (_safe_log(two).sum() + _safe_log(strat).sum()))
+    log_prior = jnp.where(is_vb, -kl, s * (safe_log(two).sum() + safe_log(strat).sum()))
     return MACEParams(two[..., 0], two[..., 1], strat), log_prior
 
 

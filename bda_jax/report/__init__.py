@@ -11,12 +11,9 @@ and the self-contained HTML report that renders either.
 * ``load_results`` reads either results file (``evaluation_as_report`` converts an evaluation)
   and ``validate_results`` checks the report schema (``SCHEMA_VERSION``, ``RESULTS_KIND``);
   ``render_report`` writes ``index.html``.
-* The file primitives they are written with: ``atomic_write`` (write-then-rename),
-  ``CellCache`` (append-only JSON Lines cells, fingerprinted by their inputs with
-  ``fingerprint``, flushed after each cell, so a killed job resumes) and ``strict_json``.
+* ``strict_json``: the one converter of results to strict JSON values. The files are written
+  with ``bda_jax.atomic_write`` and resumed through ``bda_jax.CellCache``.
 """
-from .._core.cache import CellCache, fingerprint
-from .._core.io import atomic_write
 from ._demo import CACHE_NAME, demo_config, run_demo
 from ._evaluation import EVALUATION_KIND, evaluation_results, labeled_count
 from ._html import (RESULTS_KIND, SCHEMA_VERSION, evaluation_as_report, load_results,
@@ -24,7 +21,7 @@ from ._html import (RESULTS_KIND, SCHEMA_VERSION, evaluation_as_report, load_res
 from ._json import strict_json
 from ._table import posterior_table
 
-__all__ = ["CACHE_NAME", "CellCache", "EVALUATION_KIND", "RESULTS_KIND", "SCHEMA_VERSION",
-           "atomic_write", "demo_config", "evaluation_as_report", "evaluation_results",
-           "fingerprint", "labeled_count", "load_results", "posterior_table", "render_report",
+__all__ = ["CACHE_NAME", "EVALUATION_KIND", "RESULTS_KIND", "SCHEMA_VERSION",
+           "demo_config", "evaluation_as_report", "evaluation_results",
+           "labeled_count", "load_results", "posterior_table", "render_report",
            "run_demo", "strict_json", "validate_results"]

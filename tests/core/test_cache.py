@@ -10,7 +10,7 @@ import time
 import pytest
 
 import bda_jax as bda
-from bda_jax.report import CellCache, fingerprint
+from bda_jax import CellCache, fingerprint
 
 
 def test_round_trip_and_first_value_wins(tmp_path):
@@ -84,7 +84,7 @@ def test_partial_last_line_is_dropped(tmp_path):
 
 WORKER = textwrap.dedent("""
     import sys, time
-    from bda_jax.report import CellCache
+    from bda_jax import CellCache
     cache = CellCache(sys.argv[1], "killed-study")
     log = open(sys.argv[2], "a")
     for i in range(6):

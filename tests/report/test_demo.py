@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bda_jax.report import CACHE_NAME, CellCache, load_results, run_demo
+from bda_jax import CellCache
+from bda_jax.report import CACHE_NAME, load_results, run_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 
