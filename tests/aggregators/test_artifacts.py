@@ -1,5 +1,6 @@
 """Model artifacts: exact round trips, and refusal of truncated, tampered and
 newer-schema files with an ArtifactError naming the field."""
+import dataclasses
 import json
 
 import numpy as np
@@ -201,3 +202,28 @@ def test_fingerprint_tracks_the_data(counts, other):
     assert fingerprint_counts(counts) == fingerprint_counts(counts.take(np.arange(40)))
     assert fingerprint_counts(counts) != fingerprint_counts(other)
     assert fingerprint_counts(counts) != fingerprint_counts(counts.take(np.arange(39)))
+
+
+def test_fit_model_file_and_predict_tasks(tmp_path):
+    """The library side of `bda fit` / `bda predict`: the saved model predicts what the fitted
+    one does, rows carry gold and correctness, and a supervised arm refuses unlabeled traces."""
+    from bda_jax.aggregators import fit_model_file, predict_tasks
+
+    traces = simulate_council(0, 40, [0.74, 0.68, 0.68])
+    path = tmp_path / "m.json"
+    summary = fit_model_file(traces, "majority", path, seed=3, source="council.jsonl")
+    assert summary["n_tasks"] == 40 and summary["n_labeled"] == 40
+    art = load_model(path)
+    assert art.meta["traces"] == "council.jsonl" and art.meta["seed"] == 3
+    rows, result = predict_tasks(art, traces)
+    counts = tally(traces)
+    expected = Majority(seed=3).fit(counts).predict(counts)
+    assert [r["index"] for r in rows] == expected.tolist()
+    n_ok = sum(r["correct"] for r in rows)
+    assert result["training_data"] and result["accuracy"] == n_ok / 40
+    assert all(r["gold"] == r["candidates"][g] for r, g in zip(rows, counts.gold.tolist()))
+    unlabeled = [dataclasses.replace(t, gold=None) for t in traces]
+    with pytest.raises(DataError) as err:
+        fit_model_file(unlabeled, "bda-per-agent", tmp_path / "s.json", source="u.jsonl")
+    assert err.value.field == "gold" and err.value.file == "u.jsonl"
+    assert not (tmp_path / "s.json").exists()
