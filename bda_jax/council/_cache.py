@@ -1,0 +1,249 @@
+"""Chat requests, replies and the append-only reply cache ([BDA] §5, Appendix D.7: a council
+run is a sequence of move requests; caching them makes a run resumable and replayable).
+
+A :class:`ChatRequest` is everything that determines a reply (endpoint name, model, messages,
+temperature, seed, JSON schema, sample index, max tokens); its :meth:`ChatRequest.key` is the
+SHA-256 of its canonical JSON and keys the cache. :class:`ReplyCache` stores replies in one
+SQLite table (WAL mode, one commit per put, ``INSERT OR IGNORE``), so a ``kill -9`` loses at most
+the call in flight, a stored reply is never replaced, and two processes may share one file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+
+from bda_jax._core.errors import ArtifactError, BdaError, DataError
+
+__all__ = ["ChatRequest", "ChatReply", "ReplyCache", "CacheMiss", "CACHE_MODES"]
+
+CACHE_MODES = ("record", "replay", "off")
+
+# The schema-version row: a reserved key (cache keys are 64 hex digits, so it cannot collide).
+_SCHEMA_KEY = "bda_jax.council.reply_cache"
+_SCHEMA_FORMAT = "bda_jax.council.reply_cache"
+_SCHEMA_VERSION = 1
+
+
+def canonical_json(obj) -> str:
+    """Canonical JSON text of ``obj``: sorted keys, no spaces, non-ASCII kept (UTF-8)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class CacheMiss(BdaError):
+    """Replay-only mode found no cached reply for a request (names model, endpoint, task, seat)."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat-completion request, everything that determines its reply.
+
+    ``messages`` is a tuple of chat messages (dicts with ``role`` and ``content``); ``schema`` is
+    the JSON Schema sent as ``response_format`` (``None``: free text); ``sample`` is the sample
+    index of the run ([BDA] §5: several seeds per question), part of the key so that samples
+    with an identical prompt are distinct calls.
+    """
+
+    endpoint: str
+    model: str
+    messages: tuple[dict, ...]
+    temperature: float
+    seed: int | None
+    schema: dict | None
+    sample: int = 0
+    max_tokens: int = 256
+
+    def to_dict(self) -> dict:
+        """The request as a JSON-ready dict (``messages`` as a list)."""
+        return {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "messages": [dict(m) for m in self.messages],
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "schema": self.schema,
+            "sample": self.sample,
+            "max_tokens": self.max_tokens,
+        }
+
+    def key(self) -> str:
+        """SHA-256 hex digest (64 characters) of the canonical JSON of every field."""
+        try:
+            text = canonical_json(self.to_dict())
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"chat request is not JSON-serializable: {exc}", field="messages") from exc
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One reply: the message text as received (unjudged), usage tokens, wall latency in
+    seconds, whether it came from the cache, how many retries it took, and the model name the
+    server reported (``None`` when it reported none)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool = False
+    retries: int = 0
+    model: str | None = None
+
+
+def _reply_to_json(reply: ChatReply) -> str:
+    d = asdict(reply)
+    d.pop("cached")
+    return canonical_json(d)
+
+
+class ReplyCache:
+    """Append-only SQLite cache of chat replies keyed by :meth:`ChatRequest.key`.
+
+    ``path``: the SQLite file (created if absent); ``None`` keeps an in-memory database for this
+    process only. ``mode``: ``"record"`` (read hits, store new replies; the default),
+    ``"replay"`` (read only; a miss raises :class:`CacheMiss`, so no request reaches the
+    network), ``"off"`` (nothing read or stored, no file opened).
+
+    Storage: one table ``replies(key TEXT PRIMARY KEY, request JSON, reply JSON, created REAL)``
+    in WAL mode; every put is committed at once; ``INSERT OR IGNORE`` means a stored reply is
+    never replaced. A reserved row records the format and version; a file without it (another
+    program's database) or with a newer version is refused with :class:`ArtifactError`.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, mode: str = "record"):
+        if mode not in CACHE_MODES:
+            raise DataError(f"cache mode must be one of {list(CACHE_MODES)}, got {mode!r}", field="mode")
+        self.mode = mode
+        self.path = None if path is None else os.fspath(path)
+        self._conn: sqlite3.Connection | None = None
+        if mode != "off":
+            self._conn = self._open()
+
+    # -- opening -----------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else self.path
+        where = self.path or ":memory:"
+        if self.path is not None and self.mode == "replay" and not os.path.exists(self.path):
+            raise ArtifactError("replay-only mode needs an existing cache file; none found", file=where)
+        try:
+            conn = sqlite3.connect(target, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ArtifactError(f"cannot open the reply cache: {exc}", file=where) from exc
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not tables:
+                    conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, request JSON, "
+                                 "reply JSON, created REAL)")
+                    conn.execute(
+                        "INSERT OR IGNORE INTO replies (key, request, reply, created) VALUES (?, ?, ?, ?)",
+                        (_SCHEMA_KEY, canonical_json({"format": _SCHEMA_FORMAT, "version": _SCHEMA_VERSION}),
+                         None, time.time()))
+                elif "replies" not in tables:
+                    raise ArtifactError(
+                        f"not a bda_jax reply cache (tables {sorted(tables)})", file=where)
+                self._check_version(conn, where)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ArtifactError(f"not a bda_jax reply cache: {exc}", file=where) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _check_version(conn: sqlite3.Connection, where: str) -> None:
+        try:
+            row = conn.execute("SELECT request FROM replies WHERE key = ?", (_SCHEMA_KEY,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise ArtifactError(f"not a bda_jax reply cache: {exc}", file=where) from exc
+        if row is None:
+            raise ArtifactError("not a bda_jax reply cache (no schema-version row)", file=where)
+        try:
+            meta = json.loads(row[0])
+            fmt, version = meta["format"], meta["version"]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ArtifactError("reply cache schema-version row is unreadable", file=where) from exc
+        if fmt != _SCHEMA_FORMAT:
+            raise ArtifactError(f"not a bda_jax reply cache (format {fmt!r})", file=where)
+        if not isinstance(version, int) or version > _SCHEMA_VERSION:
+            raise ArtifactError(
+                f"reply cache version {version!r} is newer than this bda_jax reads ({_SCHEMA_VERSION})",
+                file=where)
+
+    # -- access ------------------------------------------------------------------------------
+    def get(self, req: ChatRequest, *, task: str = "", seat: str = "") -> ChatReply | None:
+        """The cached reply for ``req`` (``cached=True``), or ``None`` on a miss.
+
+        In ``"replay"`` mode a miss raises :class:`CacheMiss` naming the model, the endpoint and
+        (when given) the task and seat; in ``"off"`` mode every lookup misses.
+        """
+        if self._conn is None:
+            if self.mode == "off":
+                return None
+            raise ArtifactError("the reply cache is closed", file=self.path)
+        key = req.key()
+        row = self._conn.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            if self.mode == "replay":
+                where = [f"model {req.model!r}", f"endpoint {req.endpoint!r}"]
+                if seat:
+                    where.append(f"seat {seat!r}")
+                if req.sample:
+                    where.append(f"sample {req.sample}")
+                raise CacheMiss("replay-only: no cached reply for " + ", ".join(where),
+                                file=self.path, task_id=task or None)
+            return None
+        try:
+            d = json.loads(row[0])
+            return ChatReply(text=d["text"], prompt_tokens=int(d["prompt_tokens"]),
+                             completion_tokens=int(d["completion_tokens"]),
+                             latency_s=float(d["latency_s"]), cached=True,
+                             retries=int(d.get("retries", 0)), model=d.get("model"))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ArtifactError(f"cached reply {key} is unreadable: {exc}", file=self.path) from exc
+
+    def put(self, req: ChatRequest, reply: ChatReply) -> bool:
+        """Store ``reply`` for ``req``, committed at once; ``True`` if stored, ``False`` if a reply
+        was already stored for that key (it is kept: the cache is append-only) or the mode does
+        not store (``"off"``, ``"replay"``)."""
+        if self.mode != "record":
+            return False
+        if self._conn is None:
+            raise ArtifactError("the reply cache is closed", file=self.path)
+        cur = self._conn.execute(
+            "INSERT OR IGNORE INTO replies (key, request, reply, created) VALUES (?, ?, ?, ?)",
+            (req.key(), canonical_json(req.to_dict()), _reply_to_json(reply), time.time()))
+        return cur.rowcount == 1
+
+    def __len__(self) -> int:
+        """Number of stored replies (the schema row not counted)."""
+        if self._conn is None:
+            return 0
+        (n,) = self._conn.execute("SELECT COUNT(*) FROM replies WHERE key != ?", (_SCHEMA_KEY,)).fetchone()
+        return int(n)
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> ReplyCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
