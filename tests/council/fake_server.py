@@ -43,7 +43,9 @@ def _pick(options, digest: str, path: str):
 def instance_of(schema: dict, digest: str, root: dict | None = None, path: str = "$"):
     """A valid instance of the JSON schema ``schema`` (the subset structured outputs use:
     object/array/string/number/integer/boolean/null, enum, const, anyOf/oneOf, $ref into
-    ``$defs``); every choice is made from ``digest`` and the JSON path, so it is deterministic."""
+    ``$defs``); every choice is made from ``digest`` and the JSON path, so it is deterministic.
+    Nullable fields get a non-null value where the schema allows one (as a model following the
+    field descriptions would fill them); the runner drops what a force does not take."""
     root = schema if root is None else root
     if "$ref" in schema:
         node = root
@@ -52,8 +54,9 @@ def instance_of(schema: dict, digest: str, root: dict | None = None, path: str =
         return instance_of(node, digest, root, path)
     if "const" in schema:
         return schema["const"]
-    if "enum" in schema:
-        return _pick(list(schema["enum"]), digest, path)
+    if "enum" in schema:                    # null only where nothing else is allowed
+        options = [v for v in schema["enum"] if v is not None] or [None]
+        return _pick(options, digest, path)
     for comb in ("anyOf", "oneOf"):
         if comb in schema:
             return instance_of(_pick(schema[comb], digest, path + "|" + comb), digest, root, path)
