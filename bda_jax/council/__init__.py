@@ -1,0 +1,37 @@
+"""Live deliberation against any OpenAI-compatible endpoint ([BDA] §5, Appendix D.7): the
+protocol automaton, question sets and council configs, structured move requests, and the cached,
+counted, resumable client. Needs the optional extra ``bda_jax[council]`` (openai, pydantic) for
+the client; the protocol pieces need only the core.
+"""
+__all__: list[str] = []
+
+# --- protocol, inputs, prompts (owner: protocol) ---
+from ._config import (EXTRA_FORCES, ROLES, CouncilConfig, Endpoint, Price, Seat,  # noqa: E402
+                      read_config)
+from ._prompts import PROMPT_VERSION, move_messages, reask_message  # noqa: E402
+from ._protocol import (ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves,  # noqa: E402
+                        TaskState, apply_move, label_seed, legal_moves, new_task_state,
+                        next_round, record_abstain, to_trace, trace_task_id)
+from ._questions import Question, read_questions  # noqa: E402
+from ._schema import ARGUMENT_MAX, MoveReply, ReplyError, move_schema, parse_reply  # noqa: E402
+
+__all__ += [
+    "Question", "read_questions",
+    "Endpoint", "Seat", "Price", "CouncilConfig", "read_config", "ROLES", "EXTRA_FORCES",
+    "LegalMoves", "TaskState", "IllegalMove", "new_task_state", "legal_moves", "apply_move",
+    "record_abstain", "next_round", "to_trace", "trace_task_id", "label_seed", "ANSWER_FORCES",
+    "TARGET_FORCES",
+    "MoveReply", "ReplyError", "move_schema", "parse_reply", "ARGUMENT_MAX",
+    "PROMPT_VERSION", "move_messages", "reask_message",
+]
+# --- end protocol ---
+# --- client, cache, ledger (owner: client) ---
+from ._cache import CACHE_MODES, CacheMiss, ChatReply, ChatRequest, ReplyCache  # noqa: E402
+from ._client import CouncilClient, UpstreamError  # noqa: E402
+from ._ledger import Ledger  # noqa: E402
+
+__all__ += [
+    "ChatRequest", "ChatReply", "ReplyCache", "CacheMiss", "CACHE_MODES", "UpstreamError",
+    "CouncilClient", "Ledger",
+]
+# --- end client ---
