@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from bda_jax._core.errors import ArtifactError, DataError
-from bda_jax.council._cache import CacheMiss, ChatReply, ChatRequest, ReplyCache
+from bda_jax import ArtifactError, DataError
+from bda_jax.council import CacheMiss, ChatReply, ChatRequest, ReplyCache
 
 
 def _req(i=0, **kw):

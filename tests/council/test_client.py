@@ -9,11 +9,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from bda_jax._core.errors import DataError  # noqa: E402
-from bda_jax.council._cache import CacheMiss, ChatRequest, ReplyCache  # noqa: E402
-from bda_jax.council._client import CouncilClient, UpstreamError  # noqa: E402
-from bda_jax.council._config import Endpoint, Price  # noqa: E402
-from bda_jax.council._ledger import Ledger  # noqa: E402
+from bda_jax import DataError  # noqa: E402
+from bda_jax.council import (CacheMiss, ChatRequest, CouncilClient, Endpoint, Ledger, Price,  # noqa: E402
+                             ReplyCache, UpstreamError)
 from council.fake_server import FakeServer, instance_of  # noqa: E402
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["force", "answer", "argument"],

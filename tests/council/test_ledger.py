@@ -1,9 +1,7 @@
 """Ledger rows and totals: tokens, latency, retries, cache hits, cost per million tokens."""
 import pytest
 
-from bda_jax.council._cache import ChatReply, ChatRequest
-from bda_jax.council._config import Price
-from bda_jax.council._ledger import Ledger
+from bda_jax.council import ChatReply, ChatRequest, Ledger, Price
 
 
 def _req(model, endpoint="local"):
