@@ -190,6 +190,8 @@ def apply_move(state: TaskState, seat: str, reply: "MoveReply", *, extra_forces=
     challenge, another seat's move for retract), a field the force does not take."""
     legal = legal_moves(state, seat, extra_forces=extra_forces)
     where = _where(state)
+    if not all(hasattr(reply, k) for k in ("force", "answer", "target", "argument")):
+        raise IllegalMove(f"a reply must be a MoveReply, got {type(reply).__name__}", **where)
     if not legal.forces:
         raise IllegalMove(f"seat {seat!r} has already moved in round {state.round}", **where)
     force = reply.force

@@ -103,6 +103,8 @@ def test_illegal_replies_are_refused(bad, words):
     assert len(s.moves) == 3
     with pytest.raises(IllegalMove, match="not a seat"):
         apply_move(s, "dave", reply("propose", "5"))
+    with pytest.raises(IllegalMove, match="must be a MoveReply"):
+        apply_move(s, "alice", {"force": "propose", "answer": "5"})
 
 
 def test_own_and_foreign_targets_with_retract():
