@@ -8,7 +8,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "bda_jax needs Python >= 3.12, got " + sys.version.split()[0] + " (set PYTHON=python3.12)")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e ".[test]"
+	$(VENV)/bin/python -m pip install -q -e ".[test,council]"
 	touch $(STAMP)
 
 .PHONY: demo test lint bench fuzz

@@ -35,3 +35,14 @@ __all__ += [
     "CouncilClient", "Ledger",
 ]
 # --- end client ---
+# --- runner (owner: runner) ---
+from ._local import (INSTALL_HINT, LOCAL_MODEL_NAME, LocalModelError,  # noqa: E402
+                     LocalServer, local_model_path, local_server)
+from ._runner import (MANIFEST_KIND, RunSummary, local_config, pointed_at,  # noqa: E402
+                      run_council, run_council_files)
+
+__all__ += ["INSTALL_HINT", "LOCAL_MODEL_NAME", "LocalModelError", "LocalServer",
+            "local_model_path", "local_server",
+            "MANIFEST_KIND", "RunSummary", "local_config", "pointed_at", "run_council",
+            "run_council_files"]
+# --- end runner ---

