@@ -58,9 +58,14 @@ def council_run(
         return
     led = summary.ledger
     cost = led.get("cost")
+    cost_text = led.get("cost_note") if led.get("cost_unknown_models") else \
+        None if cost is None else f"cost {cost:.4f}"
     typer.echo(f"{summary.n_tasks} tasks written to {summary.out} (manifest "
                f"{summary.manifest})")
     typer.echo(f"calls {led['calls']} (cached {led['cached']}), tokens "
                f"{led['prompt_tokens']} prompt + {led['completion_tokens']} completion"
-               + ("" if cost is None else f", cost {cost:.4f}")
+               + ("" if cost_text is None else f", {cost_text}")
                + f"; re-asks {summary.reasks}, parse failures {len(summary.parse_failures)}")
+    if summary.unanswered:
+        typer.echo(f"{len(summary.unanswered)} open question task(s) with no answer from any "
+                   f"seat, not written: {', '.join(summary.unanswered)}")

@@ -22,9 +22,7 @@ from bda_jax.council import run_council_files  # noqa: E402
 def test_local_council_writes_traces_bda_reads(tmp_path):
     questions = tmp_path / "q.jsonl"
     rows = [{"task_id": "cap", "question": "What is the capital of France?",
-             "candidates": ["Paris", "Rome", "Berlin"], "gold": "Paris"},
-            {"task_id": "sum", "question": "What is 2 + 2?", "candidates": ["3", "4", "5"],
-             "gold": "4"}]
+             "candidates": ["Paris", "Rome", "Berlin"], "gold": "Paris"}]
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = tmp_path / "council.toml"
     config.write_text('rounds = 2\nseed = 0\n[endpoints.local]\nbase_url = "http://127.0.0.1:1/v1"\n'
@@ -34,17 +32,17 @@ def test_local_council_writes_traces_bda_reads(tmp_path):
     out = tmp_path / "traces.jsonl"
     summary = run_council_files(questions, config, out, local=True)
     traces = bda.read_traces(out)                        # the strict reader accepts them
-    assert [t.task_id for t in traces] == ["cap", "sum"]
-    assert all(len(t.moves) == 6 for t in traces)
-    assert summary.ledger["calls"] >= 12 and summary.ledger["completion_tokens"] > 0
+    assert [t.task_id for t in traces] == ["cap"]
+    assert all(len(t.moves) == 6 for t in traces)          # 3 seats x 2 rounds
+    assert summary.ledger["calls"] >= 6 and summary.ledger["completion_tokens"] > 0
     counts = bda.tally(traces)
-    assert counts.N.shape == (2, 3)
+    assert counts.N.shape == (1, 3)
     # an arm fitted on a labeled council of the same seats predicts the live traces unchanged
     from bda_jax.simulate import simulate_council
     labeled = simulate_council(0, 60, [0.7, 0.65, 0.6], n_candidates=3,
                                agent_names=["s0", "s1", "s2"])
     proba = BDAPerAgent().fit(labeled).predict_proba(traces)
-    assert proba.shape == (2, 3) and abs(float(proba.sum()) - 2.0) < 1e-5
+    assert proba.shape == (1, 3) and abs(float(proba.sum()) - 1.0) < 1e-5
     # the same command again is served from the cache: no model call, the same traces
     again = run_council_files(questions, config, tmp_path / "again.jsonl", local=True,
                               cache_path=f"{out}.cache.sqlite")
