@@ -145,7 +145,8 @@ def _cached_keys(path: Path) -> set:
     return {k for k in keys if len(k) == 64}     # the reply rows (a reserved row holds the version)
 
 
-def test_kill_9_and_resume_repeat_no_cached_request(tmp_path):
+@pytest.mark.parametrize("kill_after", [6, 30])       # inside round 0 / in a later round
+def test_kill_9_and_resume_repeat_no_cached_request(tmp_path, kill_after):
     qpath = _questions(tmp_path / "q.jsonl", 6)
     with FakeServer(delay_s=0.05) as srv:
         cfg_path = _config(tmp_path / "c.toml", srv.base_url)
@@ -154,7 +155,7 @@ def test_kill_9_and_resume_repeat_no_cached_request(tmp_path):
                str(cfg_path), "--out", str(out), "--cache", str(cache), "--no-progress"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
-        while len(_chat_requests(srv)) < 20 and time.time() < deadline:
+        while len(_chat_requests(srv)) < kill_after and time.time() < deadline:
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
