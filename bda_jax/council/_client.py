@@ -62,8 +62,13 @@ def _status_detail(exc) -> str:
     return f"{exc.status_code} {_one_line(msg)}"
 
 
+#: the longest ``Retry-After`` wait honoured (a larger value waits this long, then retries)
+RETRY_AFTER_MAX_S = 120.0
+
+
 def _retry_after(exc) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds form), or ``None``."""
+    """Seconds from a ``Retry-After`` header (delta-seconds form, at most
+    :data:`RETRY_AFTER_MAX_S`), or ``None``."""
     try:
         value = exc.response.headers.get("retry-after")
     except AttributeError:
@@ -71,9 +76,10 @@ def _retry_after(exc) -> float | None:
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         return None
+    return min(max(0.0, seconds), RETRY_AFTER_MAX_S) if seconds == seconds else None
 
 
 class _RateLimiter:
