@@ -30,7 +30,7 @@ from .._core.io import atomic_write
 from .._core.traces import Trace, write_traces
 from .._core.version import __version__
 from ._cache import ReplyCache
-from ._client import ChatRequest, CouncilClient
+from ._client import ChatRequest, CouncilClient, UpstreamError
 from ._config import CouncilConfig, Seat
 from ._ledger import Ledger
 from ._prompts import PROMPT_VERSION, move_messages, reask_message
@@ -158,7 +158,12 @@ async def _run(questions, config, out, cache, ledger, progress, question_file):
         if cache.mode != "replay":          # replay-only runs never touch the network
             for name in config.endpoints:
                 if any(seat.endpoint == name for seat in config.seats):
-                    served[name] = await client.list_models(name)
+                    try:
+                        served[name] = await client.list_models(name)
+                    except UpstreamError as err:   # a server without GET /models still runs
+                        if err.status not in (404, 405, 501):
+                            raise
+                        served[name] = {"error": err.reason}
         with open(partial, "w", encoding="utf-8") as fh:
             async def one(i, q, s):
                 async with gate:

@@ -107,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def do_GET(self):
-        if self.path.rstrip("/") == "/v1/models":
+        if self.path.rstrip("/") == "/v1/models" and self.server.fake.serves_model_list:
             self._send(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.server.models]})
         else:
@@ -184,7 +184,8 @@ class FakeServer:
     """The fake server; ``with FakeServer() as srv: ... srv.base_url`` (``http://127.0.0.1:PORT/v1``)."""
 
     def __init__(self, *, models=MODELS, slow_s: float = 1.0, delay_s: float = 0.0,
-                 api_key: str | None = None):
+                 api_key: str | None = None, serves_model_list: bool = True):
+        self.serves_model_list = serves_model_list      # False: GET /v1/models is a 404
         self.models = tuple(models)
         self.slow_s = slow_s
         self.delay_s = delay_s

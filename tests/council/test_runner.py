@@ -125,6 +125,17 @@ def test_off_schema_replies_are_reasked_then_abstain(tmp_path, server):
     assert summary.ledger["calls"] == 12               # every move asked twice (one re-ask)
 
 
+def test_a_server_without_a_model_list_still_runs(tmp_path):
+    with FakeServer(serves_model_list=False) as srv:
+        qpath = _questions(tmp_path / "q.jsonl", 1)
+        summary = run_council(read_questions(qpath),
+                              read_config(_config(tmp_path / "c.toml", srv.base_url)),
+                              tmp_path / "t.jsonl")
+    manifest = json.loads(Path(summary.manifest).read_text())
+    assert "404" in manifest["endpoint_models"]["fake"]["error"]
+    assert len(bda.read_traces(tmp_path / "t.jsonl")) == 1
+
+
 def test_unknown_model_stops_with_one_line(tmp_path, server):
     qpath = _questions(tmp_path / "q.jsonl", 1)
     cfg_path = _config(tmp_path / "c.toml", server.base_url, model="no-such-model")
