@@ -188,3 +188,15 @@ def test_kill_9_and_resume_repeat_no_cached_request(tmp_path, kill_after):
                                                  for m in t.moves]} for t in bda.read_traces(p)]
     assert strip(out) == strip(clean)
 
+
+
+def test_inputs_are_never_overwritten(tmp_path, server):
+    from bda_jax.council import run_council_files
+    qpath = _questions(tmp_path / "q.jsonl", 1)
+    cfg = _config(tmp_path / "c.toml", server.base_url)
+    before = qpath.read_bytes(), cfg.read_bytes()
+    for out in (qpath, cfg):
+        with pytest.raises(bda.DataError, match="refusing to overwrite"):
+            run_council_files(qpath, cfg, out)
+    assert (qpath.read_bytes(), cfg.read_bytes()) == before
+    assert not _chat_requests(server)
