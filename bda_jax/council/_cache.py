@@ -99,6 +99,21 @@ def _reply_to_json(reply: ChatReply) -> str:
     return canonical_json(d)
 
 
+def _set_wal(conn: sqlite3.Connection, wait_s: float = 30.0) -> None:
+    """Switch ``conn``'s database to WAL. SQLite answers "database is locked" at once (without
+    its busy handler) while another process is switching the same fresh file, so retry for up
+    to ``wait_s`` seconds; then the error propagates."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class ReplyCache:
     """Append-only SQLite cache of chat replies keyed by :meth:`ChatRequest.key`.
 
@@ -135,7 +150,7 @@ class ReplyCache:
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             if self.path is not None:
-                conn.execute("PRAGMA journal_mode=WAL")
+                _set_wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -156,6 +171,12 @@ class ReplyCache:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise ArtifactError("the reply cache stayed locked by another process for 30 s",
+                                    file=where) from exc
+            raise ArtifactError(f"not a bda_jax reply cache: {exc}", file=where) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ArtifactError(f"not a bda_jax reply cache: {exc}", file=where) from exc
