@@ -1,6 +1,7 @@
 """``bda council run``: deliberate a question set live against OpenAI-compatible endpoints."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -45,8 +46,14 @@ def council_run(
     from ..council import run_council_files
 
     mode = "off" if no_cache else "replay" if replay_only else "record"
-    with progress_bar(progress and not json_out, "deliberating", total=None) as bar:
-        def report(done, total, ledger):
+    with contextlib.ExitStack() as stack:
+        bar = None
+
+        def report(done, total, ledger):       # the bar starts once the inputs are validated
+            nonlocal bar
+            if bar is None:
+                bar = stack.enter_context(progress_bar(progress and not json_out,
+                                                       "deliberating", total=total))
             bar.report(f"tasks {done}/{total} · calls {ledger['calls']} · cached "
                        f"{ledger['cached']} · tokens "
                        f"{ledger['prompt_tokens'] + ledger['completion_tokens']}", done, total)

@@ -164,6 +164,8 @@ async def _run(questions, config, out, cache, ledger, progress, question_file):
                         if err.status not in (404, 405, 501):
                             raise
                         served[name] = {"error": err.reason}
+        if progress is not None:
+            progress(0, len(jobs), ledger.summary())
         with open(partial, "w", encoding="utf-8") as fh:
             async def one(i, q, s):
                 async with gate:
