@@ -45,4 +45,7 @@ __all__ += ["INSTALL_HINT", "LOCAL_MODEL_NAME", "LocalModelError", "LocalServer"
             "local_model_path", "local_server",
             "MANIFEST_KIND", "RunSummary", "local_config", "pointed_at", "run_council",
             "run_council_files"]
+from ._dfquad import dfquad_strengths  # noqa: E402
+
+__all__ += ["dfquad_strengths"]
 # --- end runner ---
