@@ -3,6 +3,8 @@ from the definition (probabilistic sum of the children, then the combination fun
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bda_jax import DataError
 from bda_jax.council import dfquad_strengths
@@ -66,3 +68,38 @@ def test_bad_trees_are_refused(base, parent, relation, field):
     with pytest.raises(DataError) as err:
         _s(base, parent, relation)
     assert err.value.field == field
+
+
+# random trees: node i > 0 bears on a random earlier node
+_trees = st.integers(1, 7).flatmap(lambda n: st.tuples(
+    st.lists(st.floats(0, 1, width=32), min_size=n, max_size=n),
+    st.tuples(*[st.integers(0, max(i - 1, 0)) for i in range(n)]),
+    st.lists(st.sampled_from([-1, 1]), min_size=n, max_size=n)))
+
+
+def _arrays(tree):
+    base, parents, rel = tree
+    parent = [-1] + list(parents[1:])
+    relation = [0] + list(rel[1:])
+    return list(base), parent, relation
+
+
+@settings(max_examples=60, deadline=None)
+@given(_trees, st.floats(0, 1, width=32))
+def test_strengths_are_bounded_and_monotone(tree, new_leaf):
+    base, parent, relation = _arrays(tree)
+    s = _s(base, parent, relation)
+    assert ((s >= -1e-6) & (s <= 1 + 1e-6)).all()
+    leaves = [i for i in range(len(base)) if i not in parent]
+    np.testing.assert_allclose(s[leaves], np.asarray(base, np.float32)[leaves], atol=1e-7)
+    # one more child of the root: a supporter never lowers it, an attacker never raises it
+    for sign in (1, -1):
+        grown = _s(base + [new_leaf], parent + [0], relation + [sign])
+        assert sign * (grown[0] - s[0]) >= -1e-6
+    # strengthening a root supporter's base never lowers the root (anti-monotone for attackers)
+    kids = [i for i in range(1, len(base)) if parent[i] == 0 and i in leaves]
+    for i in kids:
+        up = list(base)
+        up[i] = min(1.0, up[i] + 0.25)
+        delta = _s(up, parent, relation)[0] - s[0]
+        assert relation[i] * delta >= -1e-6
