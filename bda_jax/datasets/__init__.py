@@ -16,7 +16,8 @@ answer revisions by :func:`revisions_to_moves`):
   :data:`DASE_EXCERPTS`.
 * Du et al. and small-model debates (:func:`load_du_debate`, :func:`load_slm_debate` ->
   :class:`DebateLoad`), through the candidate-restricted parsers :func:`parse_number` /
-  :func:`parse_letter` (-> :class:`Parsed`; :func:`canonical_number`) and a
+  :func:`parse_letter` (-> :class:`Parsed`; :func:`canonical_number`; word labels with
+  :func:`parse_label`, and :func:`extract_answer` choosing by the candidates) and a
   :class:`ParseReport` with the below-chance tripwire of [BDA] Appendix D.3
   (:func:`build_parse_report`, :func:`apply_tripwire`, :class:`ParseWarning`).
 
@@ -33,7 +34,8 @@ from ._dase_traces import DaseTraces, load_dase_history
 from ._debate import DebateLoad, load_du_debate, load_slm_debate
 from ._moves import MOVE_MAPPINGS, answers_said, revisions_to_moves
 from ._parse_report import ParseReport, ParseWarning, apply_tripwire, build_parse_report
-from ._parsers import Parsed, canonical_number, parse_letter, parse_number
+from ._parsers import (Parsed, canonical_number, extract_answer, parse_label, parse_letter,
+                       parse_number)
 
 __all__ = [
     "CrowdData", "DUPLICATE_POLICIES", "Duplicates", "SNOW_NUMERIC", "list_crowd",
@@ -45,5 +47,5 @@ __all__ = [
     "DebateLoad", "load_du_debate", "load_slm_debate",
     "MOVE_MAPPINGS", "answers_said", "revisions_to_moves",
     "ParseReport", "ParseWarning", "apply_tripwire", "build_parse_report",
-    "Parsed", "canonical_number", "parse_letter", "parse_number",
+    "Parsed", "canonical_number", "extract_answer", "parse_label", "parse_letter", "parse_number",
 ]

@@ -1,7 +1,8 @@
 """Candidate-restricted answer parsers for free-text LLM responses ([BDA] Appendix D.3).
 
 :func:`parse_number` reads a numeric answer (GSM8K, arithmetic), :func:`parse_letter` an option
-letter (MMLU, GPQA); both return :class:`Parsed` (the answer, ``None`` when nothing committed was
+letter (MMLU, GPQA), :func:`parse_label` a word label (True/False, yes/no/maybe);
+:func:`extract_answer` picks the parser a task's candidates call for. All return :class:`Parsed` (the answer, ``None`` when nothing committed was
 found, and the rule that fired). :func:`canonical_number` is the exact canonical form numbers are
 compared in. How well a file parsed is the :class:`bda_jax.datasets.ParseReport`.
 """
@@ -12,7 +13,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Mapping, NamedTuple, Sequence
 
-__all__ = ["Parsed", "canonical_number", "parse_letter", "parse_number"]
+__all__ = ["Parsed", "canonical_number", "extract_answer", "parse_label", "parse_letter",
+           "parse_number"]
 
 
 class Parsed(NamedTuple):
@@ -185,3 +187,69 @@ def parse_letter(text: str, letters: Sequence[str] = "ABCD",
     if len(paren) == 1:
         return Parsed(paren.pop(), "only_paren")
     return Parsed(None, None)
+
+
+def parse_label(text: str, labels: Sequence[str]) -> Parsed:
+    """Extract a committed word label, restricted to ``labels`` (e.g. True/False, yes/no/maybe),
+    compared case-insensitively; the label is returned as spelled in ``labels``.
+
+    Rules, first that fires wins: the response *ends* with a label ("... **False**.", "Answer:
+    yes"); "answer is <label>" (last occurrence); a bolded label (last occurrence); finally a
+    label that is the only one of ``labels`` appearing as a whole word anywhere in the response.
+    Nothing else is read (a "no" in prose next to a "yes" commits to neither).
+
+    >>> parse_label("It is plainly correct, so the answer is TRUE.", ["True", "False"])
+    Parsed(answer='True', rule='final')
+    >>> parse_label("No doubt, yes and no are both defensible here.", ["yes", "no", "maybe"])
+    Parsed(answer=None, rule=None)
+    """
+    if not isinstance(text, str) or not labels:
+        return Parsed(None, None)
+    by_key = {str(lab).strip().casefold(): str(lab) for lab in labels}
+    alt = "|".join(sorted((re.escape(k) for k in by_key), key=len, reverse=True))
+    word = rf"(?<![\w-])({alt})(?![\w-])"
+    body = text.strip()
+    rules = [
+        ("final", re.compile(rf"{word}[\s*_\"'.!)\]]*$", re.I)),
+        ("answer_is", re.compile(rf"(?i:answer|verdict|label)\s*(?:is|:|would be|=)\s*:?\s*"
+                                 rf"(?:\*\*|__|[\"'(])?\s*{word}", re.I)),
+        ("bold", re.compile(rf"\*\*\s*{word}\s*[.!]?\s*\*\*", re.I)),
+    ]
+    for name, pattern in rules:
+        found = pattern.findall(body)
+        if found:
+            return Parsed(by_key[found[-1].casefold()], name)
+    seen = {m.casefold() for m in re.findall(word, body, re.I)}
+    if len(seen) == 1:
+        return Parsed(by_key[seen.pop()], "only_label")
+    return Parsed(None, None)
+
+
+def extract_answer(text: str, candidates: Sequence[str]) -> Parsed:
+    """The candidate a free-text reply commits to, read by the parser its candidates call for:
+    single option letters -> :func:`parse_letter`; numbers -> :func:`parse_number`, kept only
+    when it equals a candidate (compared by :func:`canonical_number`); anything else (word labels,
+    short phrases) -> :func:`parse_label`. The answer is the candidate as spelled in
+    ``candidates``, or ``None`` ([BDA] Appendix D.3: nothing is guessed).
+
+    >>> extract_answer("Adding them gives 42.", ["41", "42", "43"])
+    Parsed(answer='42', rule='last_number')
+    >>> extract_answer("I'd say (C).", ["A", "B", "C", "D"])
+    Parsed(answer='C', rule='final')
+    """
+    cands = [str(c) for c in candidates]
+    if cands and all(len(c.strip()) == 1 and c.strip().isalpha() for c in cands):
+        found = parse_letter(text, "".join(c.strip().upper() for c in cands))
+        if found.answer is None:
+            return found
+        spelled = {c.strip().upper(): c for c in cands}
+        return Parsed(spelled[found.answer], found.rule)
+    canon = [canonical_number(c) for c in cands]
+    if cands and all(c is not None for c in canon):
+        found = parse_number(text)
+        value = None if found.answer is None else canonical_number(found.answer)
+        for cand, key in zip(cands, canon):
+            if value is not None and value == key:
+                return Parsed(cand, found.rule)
+        return Parsed(None, None)
+    return parse_label(text, cands)
