@@ -16,7 +16,7 @@ from ._core.counts import Counts, CountsInfo, PairCounts, tally
 from ._core.decisions import Decision, decide, majority
 from ._core.errors import ArtifactError, BdaError, DataError, TraceError
 from .aggregators import ARMS, Evaluation, decision_flips, evaluate, make_arm, reliability_ablation
-from ._core.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent,
+from ._core.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent, labeled_count,
                            prior_from_reliability, reliability, uniform_error_confusion)
 from ._core.kernels import confusion_log_posterior, onecoin_log_posterior
 from ._core.normalize import default_normalizer, identity_normalizer
@@ -33,7 +33,7 @@ __all__ = [
     "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",
     "reliability_ablation", "risk_coverage", "selective_decision",
     "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",
-    "inner_folds", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
+    "inner_folds", "labeled_count", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
     "uniform_error_confusion",
     "ArtifactError", "BdaError", "Counts", "CountsInfo", "DataError", "Decision", "FORCES", "Move",
     "PairCounts",

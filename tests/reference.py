@@ -59,3 +59,12 @@ def simulate_labels(rng, T, W, K, prior, label_dist, p_answer=1.0):
                 task.append(t); worker.append(w)
                 label.append(rng.choice(K, p=label_dist(w, t, truth[t])))
     return np.array(task), np.array(worker), np.array(label), truth
+
+
+def traces_without_run_extras(path) -> list[dict]:
+    """A trace file's tasks as JSON, without the per-move fields that differ between two runs of
+    the same council (``latency_s``, ``cache_hit``): what "identical traces" means for a rerun."""
+    import bda_jax
+    return [{**t.to_json(), "moves": [{k: v for k, v in m.to_json().items()
+                                       if k not in ("latency_s", "cache_hit")} for m in t.moves]}
+            for t in bda_jax.read_traces(path)]

@@ -10,10 +10,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .counts import Counts
 
-__all__ = ["BetaPrior", "gold_consistent", "reliability", "prior_from_reliability",
+__all__ = ["BetaPrior", "gold_consistent", "labeled_count", "reliability", "prior_from_reliability",
            "uniform_error_confusion", "fit_confusion", "class_log_prior", "labeled_weights"]
 
 
@@ -27,6 +28,11 @@ class BetaPrior(NamedTuple):
 def labeled_weights(counts: Counts) -> jax.Array:
     """[T] 1.0 for tasks with a gold answer (a candidate, or given but not a candidate), else 0."""
     return ((counts.gold >= 0) | counts.gold_missing).astype(jnp.float32)
+
+
+def labeled_count(counts: Counts) -> int:
+    """Number of labeled tasks (the nonzero entries of :func:`labeled_weights`), on the host."""
+    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
 
 
 def gold_consistent(counts: Counts) -> jax.Array:

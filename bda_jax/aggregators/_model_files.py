@@ -10,15 +10,12 @@ import numpy as np
 
 from .._core.counts import tally
 from .._core.errors import DataError
+from .._core.fitting import labeled_count
 from .._core.traces import Trace
 from ._artifacts import ModelArtifact, check_agents, fingerprint_counts, save_model
 from ._evaluation import fitted_hyperparameters, is_supervised, make_arm
 
 __all__ = ["fit_model_file", "predict_tasks"]
-
-
-def _n_labeled(counts) -> int:
-    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))
 
 
 def fit_model_file(traces: Sequence[Trace], arm: str, out, *, seed: int = 0,
@@ -33,7 +30,7 @@ def fit_model_file(traces: Sequence[Trace], arm: str, out, *, seed: int = 0,
     """
     model = make_arm(arm, seed)
     counts = tally(traces)
-    n_labeled = _n_labeled(counts)
+    n_labeled = labeled_count(counts)
     if is_supervised(arm) and n_labeled < 2:
         raise DataError(f"arm {arm!r} is supervised: it needs at least 2 labeled tasks, the "
                         f"traces have {n_labeled}", file=source, field="gold")

@@ -55,8 +55,7 @@ def council_run(
                 bar = stack.enter_context(progress_bar(progress and not json_out,
                                                        "deliberating", total=total))
             bar.report(f"tasks {done}/{total} · calls {ledger['calls']} · cached "
-                       f"{ledger['cached']} · tokens "
-                       f"{ledger['prompt_tokens'] + ledger['completion_tokens']}", done, total)
+                       f"{ledger['cached']} · tokens {ledger['tokens']}", done, total)
 
         summary = run_council_files(questions, config, out, cache_path=cache, cache_mode=mode,
                                     local=local, progress=report)

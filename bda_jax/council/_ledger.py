@@ -24,6 +24,7 @@ class Ledger:
     def __init__(self, prices: Mapping | None = None):
         self.prices = dict(prices or {})
         self._rows: list[dict] = []
+        self._running = {"calls": 0, "cached": 0, "tokens": 0}
 
     def _cost(self, model: str, prompt: int, completion: int) -> float | None:
         price = self.prices.get(model)
@@ -50,7 +51,17 @@ class Ledger:
             "cost": cost,
         }
         self._rows.append(row)
+        self._running["calls"] += 1
+        if reply.cached:
+            self._running["cached"] += 1
+        else:
+            self._running["tokens"] += row["prompt_tokens"] + row["completion_tokens"]
         return row
+
+    def running(self) -> dict:
+        """``calls``, ``cached`` and upstream ``tokens`` so far, kept as calls are recorded (O(1),
+        for progress reports; :meth:`summary` walks every row)."""
+        return dict(self._running)
 
     def rows(self) -> list[dict]:
         """Copies of the rows, in call order."""

@@ -7,7 +7,7 @@ makes one legal move, having seen every earlier round's moves (anonymized labels
 text); the moves of one round are requested together and applied in seat order, so no seat sees
 a move of its own round. A reply that does not parse as a legal move gets up to ``max_reasks``
 re-asks (the reason is sent back); after that the move is recorded as an ``abstain`` with
-``parse_failure`` set to the reason, counted in the summary, and the run goes on.
+``error`` set to the reason, counted in the summary, and the run goes on.
 
 Resuming: every reply is in the cache before it is used, so a rerun of a killed run replays
 what it has and asks only for the rest; the final traces are written atomically at the end in
@@ -80,29 +80,28 @@ class _Tally:
 async def _ask(client: CouncilClient, config: CouncilConfig, seat: Seat, state: TaskState,
                task: str, tally: _Tally):
     """One seat's move in the current round: the reply parsed against the legal moves, with
-    bounded re-asks. Returns ``(MoveReply or None, reason, last text, extras)``."""
+    bounded re-asks. Returns ``(MoveReply or None, reason of the last failure, extras)``."""
     legal = legal_moves(state, seat.name)
     messages = move_messages(state, seat.name, legal, role=seat.role)
     schema = move_schema(legal)
-    reason, text = "", ""
+    reason = ""
     for attempt in range(config.max_reasks + 1):
         req = ChatRequest(endpoint=seat.endpoint, model=seat.model, messages=tuple(messages),
                           temperature=seat.temperature,
                           seed=None if seat.seed is None else seat.seed + state.sample,
                           schema=schema, sample=state.sample, max_tokens=seat.max_tokens)
         reply = await client.complete(req, task=task, seat=seat.name)
-        text = reply.text
         extras = {"model": reply.model or seat.model, "latency_s": round(reply.latency_s, 4),
                   "cache_hit": reply.cached}
         try:
-            return parse_reply(text, legal), "", text, extras
+            return parse_reply(reply.text, legal), "", extras
         except ReplyError as err:
             reason = err.reason
             if attempt < config.max_reasks:
                 tally.reasks += 1
-                messages = [*messages, {"role": "assistant", "content": text},
+                messages = [*messages, {"role": "assistant", "content": reply.text},
                             reask_message(reason)]
-    return None, reason, text, extras
+    return None, reason, extras
 
 
 async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Question,
@@ -116,7 +115,7 @@ async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Qu
             next_round(state)
         answers = await asyncio.gather(*(_ask(client, config, seat, state, task, tally)
                                          for seat in seats))
-        for seat, (move, reason, text, extras) in zip(seats, answers):
+        for seat, (move, reason, extras) in zip(seats, answers):
             if move is None:
                 tally.parse_failures.append({"task": task, "seat": seat.name, "round": r,
                                              "reason": reason})
@@ -141,18 +140,14 @@ def _sha256_file(path) -> str | None:
         return None
 
 
-async def _run(questions, config, out, cache, ledger, progress, question_file):
+async def _run(questions, config, out, cache, ledger, progress):
     client = CouncilClient(config.endpoints, cache, ledger)
     tally = _Tally()
     partial = Path(f"{out}.partial")
     jobs = [(q, s) for q in questions for s in range(config.samples)]
     results: list[Trace | None] = [None] * len(jobs)
     gate = asyncio.Semaphore(TASK_CONCURRENCY)
-    finished = [0]
-
-    def i_done():
-        finished[0] += 1
-        return finished[0]
+    done = 0
     try:
         served: dict = {}
         if cache.mode != "replay":          # replay-only runs never touch the network
@@ -165,17 +160,19 @@ async def _run(questions, config, out, cache, ledger, progress, question_file):
                             raise
                         served[name] = {"error": err.reason}
         if progress is not None:
-            progress(0, len(jobs), ledger.summary())
+            progress(0, len(jobs), ledger.running())
         with open(partial, "w", encoding="utf-8") as fh:
             async def one(i, q, s):
+                nonlocal done
                 async with gate:
                     trace = await _deliberate(client, config, q, s, tally)
                 results[i] = trace
                 if trace is not None:
                     fh.write(json.dumps(trace.to_json(), ensure_ascii=False) + "\n")
                     fh.flush()
+                done += 1
                 if progress is not None:
-                    progress(i_done(), len(jobs), ledger.summary())
+                    progress(done, len(jobs), ledger.running())
             await asyncio.gather(*(one(i, q, s) for i, (q, s) in enumerate(jobs)))
     finally:
         await client.aclose()
@@ -193,7 +190,8 @@ def run_council(questions: Sequence[Question], config: CouncilConfig, out, *,
 
     ``cache_path`` (default ``<out>.cache.sqlite``) and ``cache_mode`` (``"record"``,
     ``"replay"``: no network, a miss is an error naming task and seat; ``"off"``) select the
-    reply cache. ``progress(done, total, ledger_summary)`` is called after each finished task.
+    reply cache. ``progress(done, total, counters)`` is called once the inputs are checked and
+    after each finished task (``counters``: :meth:`Ledger.running`).
     Writes ``out`` (atomically, question order) and ``<out>.manifest.json`` (config fingerprint,
     package and prompt versions, seats with roles, the models each endpoint reports, the ledger
     summary). An ``out`` that is one of the inputs is refused. Returns a :class:`RunSummary`.
@@ -211,7 +209,7 @@ def run_council(questions: Sequence[Question], config: CouncilConfig, out, *,
     t0 = time.time()
     with ReplyCache(cache_path, mode=cache_mode) as cache:
         traces, tally, served = asyncio.run(_run(questions, config, out, cache, ledger,
-                                                 progress, question_file))
+                                                 progress))
     summary = ledger.summary()
     manifest_path = f"{out}.manifest.json"
     manifest = {

@@ -15,7 +15,7 @@ and the self-contained HTML report that renders either.
   with ``bda_jax.atomic_write`` and resumed through ``bda_jax.CellCache``.
 """
 from ._demo import CACHE_NAME, demo_config, run_demo
-from ._evaluation import EVALUATION_KIND, evaluation_results, labeled_count
+from ._evaluation import EVALUATION_KIND, evaluation_results
 from ._html import (RESULTS_KIND, SCHEMA_VERSION, evaluation_as_report, load_results,
                     render_report, validate_results)
 from ._json import strict_json
@@ -23,5 +23,5 @@ from ._table import posterior_table
 
 __all__ = ["CACHE_NAME", "EVALUATION_KIND", "RESULTS_KIND", "SCHEMA_VERSION",
            "demo_config", "evaluation_as_report", "evaluation_results",
-           "labeled_count", "load_results", "posterior_table", "render_report",
+           "load_results", "posterior_table", "render_report",
            "run_demo", "strict_json", "validate_results"]

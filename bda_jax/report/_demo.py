@@ -34,7 +34,7 @@ import numpy as np
 
 from .._core.errors import ArtifactError
 from .._core.version import __version__
-from ._evaluation import labeled_count
+from .._core.fitting import labeled_count
 from ._html import RESULTS_KIND, SCHEMA_VERSION
 from ._json import strict_json
 

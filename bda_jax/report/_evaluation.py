@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .._core.errors import DataError
+from .._core.fitting import labeled_count
 from .._core.traces import Trace
 from .._core.version import __version__
 from ._json import strict_json
 
-__all__ = ["EVALUATION_KIND", "evaluation_results", "labeled_count"]
+__all__ = ["EVALUATION_KIND", "evaluation_results"]
 
 #: ``kind`` of the document :func:`evaluation_results` returns.
 EVALUATION_KIND = "bda_jax.evaluation"
@@ -84,8 +85,3 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
             "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
                       "computed": len(all_arms) - cached}}
 
-
-def labeled_count(counts) -> int:
-    """Number of labeled tasks of ``counts``: a gold among the candidates or outside them."""
-    import numpy as np
-    return int(np.sum((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing)))

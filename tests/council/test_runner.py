@@ -20,6 +20,7 @@ from bda_jax.aggregators import BDAPerAgent  # noqa: E402
 from bda_jax.council import read_config, read_questions, run_council  # noqa: E402
 
 from council.fake_server import FakeServer  # noqa: E402
+from reference import traces_without_run_extras  # noqa: E402
 
 LETTERS = ["A", "B", "C", "D"]
 
@@ -87,10 +88,8 @@ def test_rerun_and_replay_only_send_no_request(tmp_path, server):
     assert len(_chat_requests(server)) == n and summary.ledger["cached"] == n
     run_council(read_questions(qpath), cfg, replay, cache_path=cache, cache_mode="replay")
     assert len(_chat_requests(server)) == n
-    strip = lambda p: [{**t.to_json(), "moves": [{k: v for k, v in m.to_json().items()  # noqa: E731
-                                                  if k not in ("latency_s", "cache_hit")}
-                                                 for m in t.moves]} for t in bda.read_traces(p)]
-    assert strip(first) == strip(again) == strip(replay)
+    same = traces_without_run_extras
+    assert same(first) == same(again) == same(replay)
 
 
 def test_replay_only_miss_names_task_and_seat(tmp_path, server):
@@ -183,10 +182,7 @@ def test_kill_9_and_resume_repeat_no_cached_request(tmp_path, kill_after):
     # every reply cached before the kill is replayed, never asked again
     assert len(resumed) == 6 * 9 - len(before)
     assert len(set(resumed)) == len(resumed)
-    strip = lambda p: [{**t.to_json(), "moves": [{k: v for k, v in m.to_json().items()  # noqa: E731
-                                                  if k not in ("latency_s", "cache_hit")}
-                                                 for m in t.moves]} for t in bda.read_traces(p)]
-    assert strip(out) == strip(clean)
+    assert traces_without_run_extras(out) == traces_without_run_extras(clean)
 
 
 
