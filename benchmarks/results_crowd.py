@@ -258,6 +258,8 @@ def main():
         fresh = run_zoo(names)
         done = {r["dataset"] for r in fresh}
         out["zoo"] = [r for r in previous.get("zoo") or [] if r["dataset"] not in done] + fresh
+        order = {name: i for i, name in enumerate(list_crowd())}     # a partial rerun keeps
+        out["zoo"].sort(key=lambda r: order.get(r["dataset"], len(order)))   # the set order
     out["elapsed_s"] = time.time() - t0 + (previous.get("elapsed_s", 0.0)
                                            if args.skip_semi or args.skip_zoo else 0.0)
     write(out)
