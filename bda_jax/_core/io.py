@@ -7,7 +7,18 @@ import os
 import tempfile
 from typing import Any, Callable, Iterator, TextIO
 
-__all__ = ["atomic_write", "read_json_lines"]
+__all__ = ["atomic_write", "canonical_json", "read_json_lines"]
+
+
+def canonical_json(obj) -> str:
+    """The one canonical JSON text that hashes and keys are taken of: sorted keys, no spaces,
+    ASCII only (non-ASCII escaped), NaN and infinities refused. Equal values, equal text.
+
+    >>> print(canonical_json({"b": [1, 2.5], "a": "é"}))
+    {"a":"\\u00e9","b":[1,2.5]}
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                      ensure_ascii=True)
 
 
 def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp",

@@ -55,7 +55,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .._core.errors import ArtifactError, DataError
-from .._core.io import atomic_write, read_json_file
+from .._core.io import atomic_write, canonical_json, read_json_file
 
 __all__ = ["MODEL_SCHEMA_VERSION", "MODEL_KIND", "MODEL_INLINE_LIMIT", "ModelArtifact", "fingerprint_counts",
            "load_model", "model_state", "registered_classes", "save_model", "check_agents"]
@@ -97,8 +97,7 @@ def _namedtuples() -> dict[str, type]:
 # ----------------------------------------------------------------------------- fingerprints
 
 def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                      ensure_ascii=True).encode("ascii")
+    return canonical_json(obj).encode("ascii")
 
 
 def _sha256(data: bytes) -> str:

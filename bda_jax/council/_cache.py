@@ -16,7 +16,8 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass
 
-from bda_jax._core.errors import ArtifactError, BdaError, DataError
+from .._core.errors import ArtifactError, BdaError, DataError
+from .._core.io import canonical_json
 
 __all__ = ["ChatRequest", "ChatReply", "ReplyCache", "CacheMiss", "CACHE_MODES"]
 
@@ -26,11 +27,6 @@ CACHE_MODES = ("record", "replay", "off")
 _SCHEMA_KEY = "bda_jax.council.reply_cache"
 _SCHEMA_FORMAT = "bda_jax.council.reply_cache"
 _SCHEMA_VERSION = 1
-
-
-def canonical_json(obj) -> str:
-    """Canonical JSON text of ``obj``: sorted keys, no spaces, non-ASCII kept (UTF-8)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class CacheMiss(BdaError):

@@ -25,7 +25,6 @@ the dotted field (``seats[1].endpoint``).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import tomllib
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .._core.errors import DataError
+from .._core.io import canonical_json
 
 __all__ = ["Endpoint", "Seat", "Price", "CouncilConfig", "read_config", "ROLES", "EXTRA_FORCES"]
 
@@ -151,9 +151,7 @@ class CouncilConfig:
 
     def fingerprint(self) -> str:
         """SHA-256 (hex) of the canonical config: equal configs, equal fingerprints."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=True, allow_nan=False)
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
+        return hashlib.sha256(canonical_json(self.canonical()).encode("ascii")).hexdigest()
 
 
 def _is_int(x) -> bool:

@@ -26,9 +26,10 @@ def _reply(text="hello", **kw):
 
 def test_key_is_sha256_of_canonical_json_of_every_field():
     r = _req()
-    text = ('{"endpoint":"local","max_tokens":64,"messages":[{"content":"q0 é","role":"user"}],'
+    # sorted keys, no spaces, non-ASCII escaped (the package's one canonical JSON)
+    text = ('{"endpoint":"local","max_tokens":64,"messages":[{"content":"q0 \\u00e9","role":"user"}],'
             '"model":"m","sample":0,"schema":{"type":"object"},"seed":1,"temperature":0.7}')
-    assert r.key() == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert r.key() == hashlib.sha256(text.encode("ascii")).hexdigest()
     # every field changes the key
     variants = [_req(endpoint="other"), _req(model="m2"), _req(i=1), _req(temperature=0.0),
                 _req(seed=None), _req(schema=None), _req(sample=1), _req(max_tokens=65)]
