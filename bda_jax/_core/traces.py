@@ -38,7 +38,8 @@ from .io import atomic_write, read_json_lines
 from .normalize import Normalizer, default_normalizer
 
 __all__ = [
-    "FORCES", "Move", "Trace", "ResolvedTrace", "SkippedMove", "read_traces", "write_traces",
+    "FORCES", "Move", "Trace", "ResolvedTrace", "SkippedMove", "read_traces", "trace_line",
+    "write_traces",
     "parse_trace", "resolve_trace", "skipped_summary",
 ]
 
@@ -550,21 +551,27 @@ def skipped_summary(traces: Iterable[Trace]) -> dict[str, int]:
     return dict(Counter(s.code for t in traces for s in t.skipped))
 
 
+def trace_line(trace: Trace, path=None) -> str:
+    """One trace as its JSON Lines line (no newline): UTF-8 text, lone surrogates kept as JSON
+    escapes; a value JSON cannot hold is a :class:`TraceError` naming ``path`` and the task."""
+    try:
+        line = json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False)
+        line.encode("utf-8")
+    except UnicodeEncodeError:   # lone surrogates: keep them as JSON escapes
+        line = json.dumps(trace.to_json(), ensure_ascii=True, allow_nan=False)
+    except (ValueError, TypeError) as err:
+        raise TraceError(f"cannot write the trace as JSON: {err}", file=path,
+                         task_id=getattr(trace, "task_id", None)) from None
+    return line
+
+
 def write_traces(traces: Sequence[Trace], path) -> None:
     """Write traces as JSON Lines, atomically: a failure leaves no half-written file behind."""
     path = os.fspath(path)
 
     def write(handle):
         for trace in traces:
-            try:
-                line = json.dumps(trace.to_json(), ensure_ascii=False, allow_nan=False)
-                line.encode("utf-8")
-            except UnicodeEncodeError:   # lone surrogates: keep them as JSON escapes
-                line = json.dumps(trace.to_json(), ensure_ascii=True, allow_nan=False)
-            except (ValueError, TypeError) as err:
-                raise TraceError(f"cannot write the trace as JSON: {err}", file=path,
-                                 task_id=getattr(trace, "task_id", None)) from None
-            handle.write(line)
+            handle.write(trace_line(trace, path))
             handle.write("\n")
 
     atomic_write(path, write, suffix=".jsonl")

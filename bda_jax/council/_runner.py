@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from .._core.errors import DataError, TraceError
 from .._core.io import atomic_write
-from .._core.traces import Trace, write_traces
+from .._core.traces import Trace, trace_line, write_traces
 from .._core.version import __version__
 from ._cache import ReplyCache
 from ._client import ChatRequest, CouncilClient, UpstreamError
@@ -168,7 +168,7 @@ async def _run(questions, config, out, cache, ledger, progress):
                     trace = await _deliberate(client, config, q, s, tally)
                 results[i] = trace
                 if trace is not None:
-                    fh.write(json.dumps(trace.to_json(), ensure_ascii=False) + "\n")
+                    fh.write(trace_line(trace, partial) + "\n")
                     fh.flush()
                 done += 1
                 if progress is not None:
