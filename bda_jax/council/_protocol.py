@@ -181,10 +181,12 @@ def _append(state: TaskState, seat: str, force: str, answer, target, extra: dict
     return move
 
 
-def apply_move(state: TaskState, seat: str, reply: "MoveReply", *, extra_forces=None) -> Move:
+def apply_move(state: TaskState, seat: str, reply: "MoveReply", *, extra_forces=None,
+               extra=None) -> Move:
     """Check ``reply`` against :func:`legal_moves` and append it as a :class:`~bda_jax.Move`
     (id ``"m<k>"``, ``agent`` = seat name, ``round`` = the current round, the reply's force and
-    answer or target, ``extra = {"argument": text}``). Returns the move. Raises
+    answer or target, ``extra = {"argument": text, **extra}``: e.g. the runner's model, latency
+    and cache hit). Returns the move. Raises
     :class:`IllegalMove`: an unknown seat, a second move in one round, a force not legal now, an
     answer not a candidate, an unknown or wrong target (a seat's own move for concede or
     challenge, another seat's move for retract), a field the force does not take."""
@@ -225,18 +227,20 @@ def apply_move(state: TaskState, seat: str, reply: "MoveReply", *, extra_forces=
     else:   # abstain
         if answer is not None or target is not None:
             raise IllegalMove("an abstain takes no answer and no target", **where)
-    return _append(state, seat, force, answer, target, {"argument": reply.argument})
+    return _append(state, seat, force, answer, target,
+                   {"argument": reply.argument, **(extra or {})})
 
 
-def record_abstain(state: TaskState, seat: str, reason: str) -> Move:
+def record_abstain(state: TaskState, seat: str, reason: str, *, extra=None) -> Move:
     """Record an ``abstain`` for a seat whose replies could not be used (after the bounded
     re-asks), in any round and whether or not abstain is enabled: ``extra = {"argument": "",
-    "error": reason}``. Raises :class:`IllegalMove` for an unknown seat or one that has moved."""
+    "error": reason, **extra}``. Raises :class:`IllegalMove` for an unknown seat or one that has moved."""
     _check_seat(state, seat)
     if _moved(state, seat):
         raise IllegalMove(f"seat {seat!r} has already moved in round {state.round}",
                           **_where(state))
-    return _append(state, seat, "abstain", None, None, {"argument": "", "error": str(reason)})
+    return _append(state, seat, "abstain", None, None,
+                   {"argument": "", "error": str(reason), **(extra or {})})
 
 
 def next_round(state: TaskState) -> None:

@@ -119,11 +119,9 @@ async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Qu
             if move is None:
                 tally.parse_failures.append({"task": task, "seat": seat.name, "round": r,
                                              "reason": reason})
-                record_abstain(state, seat.name, reason)
+                record_abstain(state, seat.name, reason, extra=extras)
             else:
-                apply_move(state, seat.name, move)
-            last = state.moves[-1]
-            state.moves[-1] = replace(last, extra={**last.extra, **extras})
+                apply_move(state, seat.name, move, extra=extras)
     try:
         return to_trace(state)
     except TraceError:
