@@ -65,8 +65,9 @@ class Evaluation:
     ``table``: one row per arm (arm, accuracy, ece_ew, ece_em, brier (top-label), brier_mc, nll,
     auroc, n). ``bootstrap``: per arm, paired bootstraps against ``reference`` of accuracy and
     multiclass Brier (clusters resampled whole). ``selected``: per arm and outer fold, the fitted
-    hyperparameters where the arm has any. ``folds`` [T] and ``proba`` (arm -> [T, K]
-    out-of-fold probabilities; not serialized).
+    hyperparameters where the arm has any. ``methods``: per LLM-method arm, whether it reads the
+    council, gamma, its parse report, calibration note and call ledger. ``folds`` [T] and
+    ``proba`` (arm -> [T, K] out-of-fold probabilities; not serialized).
     """
 
     table: list[dict]
@@ -77,12 +78,13 @@ class Evaluation:
     label_budget: int | None
     seed: int
     proba: dict[str, np.ndarray] = field(repr=False)
+    methods: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "reference": self.reference,
                 "label_budget": self.label_budget, "seed": self.seed, "table": self.table,
                 "bootstrap": self.bootstrap, "selected": self.selected,
-                "folds": self.folds.tolist()}
+                "methods": self.methods, "folds": self.folds.tolist()}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), allow_nan=False)
@@ -154,12 +156,33 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
     from them — and predicts the held-out fold; unsupervised arms read no label (DS-EM is fitted
     on the held-out fold's own votes, its deployment pool). Decisions break exact ties at random
     from ``seed``. The reference arm is evaluated too if not listed.
+
+    An arm may also be an LLM method (:class:`bda_jax.council.LLMMethod`, or a stored
+    :class:`bda_jax.council.MethodRun`): any object with a ``name``, ``reads_council`` and
+    ``method_proba(data, counts) -> (proba [T, K], pred [T])``. It is scored on the same tasks
+    with its own decisions (``pred`` -1: no commitment, scored wrong) and enters the paired
+    bootstrap like any arm; a non-reading method is handed the questions only
+    (:meth:`~bda_jax.council.LLMMethod.tasks`).
     """
     counts = data if isinstance(data, Counts) else tally(data, **tally_options)
     T = counts.N.shape[0]
-    arms = list(dict.fromkeys(list(arms) + [reference]))
+    methods = {}
+    named = []
+    for arm in arms:
+        if isinstance(arm, str):
+            named.append(arm)
+            continue
+        if not (hasattr(arm, "method_proba") and isinstance(getattr(arm, "name", None), str)):
+            raise DataError(f"an arm is a name or an LLM method (with name and method_proba), "
+                            f"got {type(arm).__name__}", field="arms")
+        if arm.name in methods:
+            raise DataError(f"two method arms are named {arm.name!r}", field="arms")
+        methods[arm.name] = arm
+    arms = list(dict.fromkeys(named + [reference]))
     for name in arms:
         make_arm(name)                                    # validates every name up front
+        if name in methods:
+            raise DataError(f"method arm {name!r} shadows the arm of that name", field="arms")
     outer = make_folds(counts, folds, seed) if isinstance(folds, int) else np.asarray(folds)
     if outer.shape != (T,) or not np.issubdtype(outer.dtype, np.integer) or outer.min() < 0:
         raise DataError("folds must be an int or [T] non-negative integer fold ids", field="folds")
@@ -181,15 +204,25 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
         proba[name], selected[name] = _out_of_fold(name, counts, outer, weights, seed)
         if all(s is None for s in selected[name]):
             del selected[name]
+    preds: dict[str, np.ndarray] = {}
+    method_info = {}
+    for name, method in methods.items():     # an LLM method reads no label: no folds to fit
+        proba[name], preds[name] = method.method_proba(data, counts)
+        run = getattr(method, "run_", method)
+        method_info[name] = {"reads_council": bool(method.reads_council),
+                             **({} if run is None else {
+                                 "gamma": run.gamma, "parse": run.parse,
+                                 "calibration": run.calibration, "ledger": run.ledger})}
+    arms = arms + list(methods)
 
     key = jax.random.key(seed)
     gold, gm, mask = np.asarray(counts.gold), np.asarray(counts.gold_missing), np.asarray(counts.mask)
     table, scored = [], {}
     for name in arms:
         row = {"arm": name}
-        row.update(summary(proba[name], gold, gm, mask, key=key))
+        row.update(summary(proba[name], gold, gm, mask, key=key, pred=preds.get(name)))
         table.append(row)
-        s = correctness(proba[name], gold, gm, mask, key=key)
+        s = correctness(proba[name], gold, gm, mask, key=key, pred=preds.get(name))
         scored[name] = (np.asarray(s.correct)[labeled],
                         np.asarray(brier_mc(proba[name], gold, gm, mask, reduce=False))[labeled])
     clusters = np.asarray(counts.cluster)[labeled]
@@ -201,7 +234,8 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
         brier = paired_bootstrap(key, scored[name][1], scored[reference][1], n_resamples,
                                  clusters, higher_is_better=False)
         bootstrap[name] = {"accuracy": acc._asdict(), "brier_mc": brier._asdict()}
-    return Evaluation(table, bootstrap, selected, outer, reference, label_budget, seed, proba)
+    return Evaluation(table, bootstrap, selected, outer, reference, label_budget, seed, proba,
+                      method_info)
 
 
 def decision_flips(traces, arm: str = "bda-per-agent", folds=5, seed: int = 0) -> dict:

@@ -6,8 +6,8 @@ the client; the protocol pieces need only the core.
 __all__: list[str] = []
 
 # --- protocol, inputs, prompts (owner: protocol) ---
-from ._config import (EXTRA_FORCES, ROLES, CouncilConfig, Endpoint, Price, Seat,  # noqa: E402
-                      read_config)
+from ._config import (EXTRA_FORCES, METHOD_SEATS, ROLES, CouncilConfig, Endpoint,  # noqa: E402
+                      MethodsConfig, Price, Seat, read_config)
 from ._prompts import PROMPT_VERSION, move_messages, reask_message  # noqa: E402
 from ._protocol import (ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves,  # noqa: E402
                         TaskState, apply_move, label_seed, legal_moves, new_task_state,
@@ -17,7 +17,8 @@ from ._schema import ARGUMENT_MAX, MoveReply, ReplyError, move_schema, parse_rep
 
 __all__ += [
     "Question", "read_questions",
-    "Endpoint", "Seat", "Price", "CouncilConfig", "read_config", "ROLES", "EXTRA_FORCES",
+    "Endpoint", "Seat", "Price", "CouncilConfig", "MethodsConfig", "read_config", "ROLES",
+    "EXTRA_FORCES", "METHOD_SEATS",
     "LegalMoves", "TaskState", "IllegalMove", "new_task_state", "legal_moves", "apply_move",
     "record_abstain", "next_round", "to_trace", "trace_task_id", "label_seed", "ANSWER_FORCES",
     "TARGET_FORCES",
@@ -45,7 +46,20 @@ __all__ += ["INSTALL_HINT", "LOCAL_MODEL_NAME", "LocalModelError", "LocalServer"
             "local_model_path", "local_server",
             "MANIFEST_KIND", "RunSummary", "local_config", "pointed_at", "run_council",
             "run_council_files"]
-from ._dfquad import dfquad_strengths  # noqa: E402
-
-__all__ += ["dfquad_strengths"]
 # --- end runner ---
+# --- LLM-based methods and the fair attack ([BDA] Appendix B.1, B.2, F.7) ---
+from ._dfquad import dfquad_strengths  # noqa: E402
+from ._methods import (METHOD_RUN_KIND, Caller, Evidence, LLMMethod, MethodAnswer,  # noqa: E402
+                       MethodRecord, MethodRun, MethodTask, ParseRateWarning, Runtime,
+                       answer_proba, read_method_run, tasks_from_questions, tasks_from_traces)
+from ._judge import Judge, commitment  # noqa: E402
+from ._moa import MoA, SelfMoA  # noqa: E402
+from ._argllms import ArgLLMs  # noqa: E402
+from ._catalog import METHODS, make_method  # noqa: E402
+from ._method_prompts import METHOD_PROMPT_VERSION  # noqa: E402
+
+__all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMethod",
+            "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask", "ParseRateWarning",
+            "Runtime", "answer_proba", "read_method_run", "tasks_from_questions",
+            "tasks_from_traces", "Judge", "commitment", "MoA", "SelfMoA", "ArgLLMs", "METHODS",
+            "make_method", "METHOD_PROMPT_VERSION"]

@@ -40,7 +40,9 @@ class ChatRequest:
     ``messages`` is a tuple of chat messages (dicts with ``role`` and ``content``); ``schema`` is
     the JSON Schema sent as ``response_format`` (``None``: free text); ``sample`` is the sample
     index of the run ([BDA] §5: several seeds per question), part of the key so that samples
-    with an identical prompt are distinct calls.
+    with an identical prompt are distinct calls; ``draw`` numbers the draws of one prompt within
+    one task (Self-MoA's six samples of one model), in the key only when non-zero, so requests
+    without draws keep the keys they always had.
     """
 
     endpoint: str
@@ -51,10 +53,11 @@ class ChatRequest:
     schema: dict | None
     sample: int = 0
     max_tokens: int = 256
+    draw: int = 0
 
     def to_dict(self) -> dict:
         """The request as a JSON-ready dict (``messages`` as a list)."""
-        return {
+        out = {
             "endpoint": self.endpoint,
             "model": self.model,
             "messages": [dict(m) for m in self.messages],
@@ -64,6 +67,9 @@ class ChatRequest:
             "sample": self.sample,
             "max_tokens": self.max_tokens,
         }
+        if self.draw:
+            out["draw"] = self.draw
+        return out
 
     def key(self) -> str:
         """SHA-256 hex digest (64 characters) of the canonical JSON of every field."""
@@ -221,6 +227,8 @@ class ReplyCache:
                     where.append(f"seat {seat!r}")
                 if req.sample:
                     where.append(f"sample {req.sample}")
+                if req.draw:
+                    where.append(f"draw {req.draw}")
                 raise CacheMiss("replay-only: no cached reply for " + ", ".join(where),
                                 file=self.path, task_id=task or None)
             return None

@@ -202,7 +202,8 @@ class CouncilClient:
             kwargs["seed"] = req.seed
         if req.schema is not None:
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "move", "schema": req.schema, "strict": True}}
+                "name": str(req.schema.get("title") or "move"), "schema": req.schema,
+                "strict": True}}
         rng = random.Random(int(req.key(), 16))
         attempts = max(0, int(ep.max_retries)) + 1
         last = "no attempt made"

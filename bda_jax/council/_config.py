@@ -18,6 +18,11 @@ Shape (``docs/council.md``)::
     [prices.smollm2]      # optional, by model: USD per million tokens
     prompt_per_million = 0.0
     completion_per_million = 0.0
+    [methods]             # optional: the LLM-based baselines (docs/llm-methods.md)
+    samples = 6           # Self-MoA's draws; depth, breadth, root_base for ArgLLMs
+    [methods.synthesizer] # also sampler, generator, evaluator, judge: endpoint, model,
+    endpoint = "local"    # temperature, seed, max_tokens
+    model = "smollm2"
 
 Unknown keys are refused. Every problem raises :class:`~bda_jax.DataError` naming the file and
 the dotted field (``seats[1].endpoint``).
@@ -34,7 +39,8 @@ from typing import Any, Mapping
 from .._core.errors import DataError
 from .._core.io import canonical_json
 
-__all__ = ["Endpoint", "Seat", "Price", "CouncilConfig", "read_config", "ROLES", "EXTRA_FORCES"]
+__all__ = ["Endpoint", "Seat", "Price", "MethodsConfig", "CouncilConfig", "read_config", "ROLES",
+           "EXTRA_FORCES", "METHOD_SEATS"]
 
 ROLES = ("honest", "adversary")
 EXTRA_FORCES = ("retract", "vote", "abstain")
@@ -77,6 +83,47 @@ class Price:
     completion_per_million: float
 
 
+#: the model roles of the LLM-based methods, with the temperature each defaults to
+METHOD_SEATS = {"synthesizer": 0.0, "sampler": 0.7, "generator": 0.7, "evaluator": 0.0,
+                "judge": 0.0}
+
+
+@dataclass(frozen=True)
+class MethodsConfig:
+    """The models and settings of the LLM-based methods ([BDA] Appendix B.1; docs/llm-methods.md).
+
+    Each model role (``synthesizer`` of MoA / Self-MoA, Self-MoA's ``sampler``, ArgLLMs'
+    ``generator`` and ``evaluator``, the frozen ``judge``) is a :class:`Seat` named after the
+    role, or ``None``: the synthesizer, sampler and generator then default to the council's first
+    seat (the synthesizer at temperature 0), the evaluator to the synthesizer, and there is no
+    judge. ``samples``: Self-MoA's draws; ``depth``, ``breadth``, ``root_base``: ArgLLMs' tree."""
+
+    synthesizer: Seat | None = None
+    sampler: Seat | None = None
+    generator: Seat | None = None
+    evaluator: Seat | None = None
+    judge: Seat | None = None
+    samples: int = 6
+    depth: int = 1
+    breadth: int = 1
+    root_base: Any = "evaluator"
+
+    def seat(self, role: str, council_seats: tuple) -> Seat | None:
+        """The seat playing ``role``, with the defaults of the class docstring applied."""
+        from dataclasses import replace
+        given = getattr(self, role)
+        if given is not None or role == "judge":
+            return given
+        if role == "evaluator":
+            return self.seat("synthesizer", council_seats)
+        first = council_seats[0]
+        temperature = first.temperature if role in ("sampler", "generator") else 0.0
+        return replace(first, name=role, temperature=temperature, role="honest", max_tokens=512)
+
+    def canonical(self) -> dict:
+        return {k: (vars(v) if isinstance(v, Seat) else v) for k, v in vars(self).items()}
+
+
 def _fail(reason: str, fld: str | None = None, file=None):
     raise DataError(reason, file=file, field=fld)
 
@@ -97,6 +144,7 @@ class CouncilConfig:
     prices: Mapping[str, Price] = field(default_factory=dict)
     max_reasks: int = 2
     extra_forces: tuple[str, ...] = ()
+    methods: MethodsConfig = field(default_factory=MethodsConfig)
 
     def __post_init__(self):
         for name in ("rounds", "samples"):
@@ -138,16 +186,26 @@ class CouncilConfig:
                     or not 0 <= t <= 2:
                 _fail(f"temperature must be a finite number in [0, 2], got {t!r}",
                       f"seats[{i}].temperature")
+        for role in METHOD_SEATS:
+            seat = getattr(self.methods, role)
+            if seat is not None and seat.endpoint not in self.endpoints:
+                known = ", ".join(sorted(self.endpoints)) or "none"
+                _fail(f"methods.{role} names endpoint {seat.endpoint!r}, which is not defined "
+                      f"(endpoints: {known})", f"methods.{role}.endpoint")
 
     def canonical(self) -> dict:
-        """The config as plain JSON values, keys sorted (what :meth:`fingerprint` hashes)."""
-        return {
+        """The config as plain JSON values, keys sorted (what :meth:`fingerprint` hashes; a
+        config without a ``[methods]`` table hashes as it did before methods existed)."""
+        out = {
             "rounds": self.rounds, "samples": self.samples, "seed": self.seed,
             "max_reasks": self.max_reasks, "extra_forces": list(self.extra_forces),
             "endpoints": {k: vars(v) for k, v in sorted(self.endpoints.items())},
             "seats": [vars(s) for s in self.seats],
             "prices": {k: vars(v) for k, v in sorted(self.prices.items())},
         }
+        if self.methods != MethodsConfig():
+            out["methods"] = self.methods.canonical()
+        return out
 
     def fingerprint(self) -> str:
         """SHA-256 (hex) of the canonical config: equal configs, equal fingerprints."""
@@ -206,7 +264,10 @@ class _Reader:
         return value
 
 
-_TOP = ("rounds", "samples", "seed", "max_reasks", "extra_forces", "endpoints", "seats", "prices")
+_TOP = ("rounds", "samples", "seed", "max_reasks", "extra_forces", "endpoints", "seats", "prices",
+        "methods")
+_METHODS = tuple(METHOD_SEATS) + ("samples", "depth", "breadth", "root_base")
+_METHOD_SEAT = ("endpoint", "model", "temperature", "seed", "max_tokens")
 _ENDPOINT = ("base_url", "api_key_env", "max_concurrency", "requests_per_minute", "timeout_s",
              "max_retries")
 _SEAT = ("name", "endpoint", "model", "temperature", "seed", "role", "max_tokens")
@@ -235,6 +296,27 @@ def _seat(i: int, table, file: str) -> Seat:
     return Seat(r.get("name", "str"), r.get("endpoint", "str"), r.get("model", "str"),
                 r.get("temperature", "float", 0.7, low=0, high=2), r.get("seed", "int", None),
                 role, r.get("max_tokens", "int", 256, low=1))
+
+
+def _methods(table, file: str) -> MethodsConfig:
+    r = _Reader(table, "methods", file)
+    r.check_keys(_METHODS)
+    seats = {}
+    for role, temperature in METHOD_SEATS.items():
+        if role not in table:
+            continue
+        s = _Reader(table[role], f"methods.{role}", file)
+        s.check_keys(_METHOD_SEAT)
+        seats[role] = Seat(role, s.get("endpoint", "str"), s.get("model", "str"),
+                           s.get("temperature", "float", temperature, low=0, high=2),
+                           s.get("seed", "int", None), "honest",
+                           s.get("max_tokens", "int", 512, low=1))
+    root = table.get("root_base", "evaluator")
+    if root != "evaluator":
+        root = r.get("root_base", "float", low=0, high=1)
+    return MethodsConfig(**seats, samples=r.get("samples", "int", 6, low=1),
+                         depth=r.get("depth", "int", 1, low=1),
+                         breadth=r.get("breadth", "int", 1, low=1), root_base=root)
 
 
 def read_config(path) -> CouncilConfig:
@@ -277,6 +359,8 @@ def read_config(path) -> CouncilConfig:
     kwargs: dict[str, Any] = dict(
         rounds=top.get("rounds", "int", 3, low=1), samples=top.get("samples", "int", 1, low=1),
         seed=top.get("seed", "int", 0), max_reasks=top.get("max_reasks", "int", 2, low=0))
+    if "methods" in raw:
+        kwargs["methods"] = _methods(raw["methods"], path)
     try:
         return CouncilConfig(endpoints=endpoints, seats=seats, prices=prices,
                              extra_forces=tuple(forces), **kwargs)

@@ -138,7 +138,9 @@ def _correctness(proba, gold, gold_missing, mask, key, pred):
         else:
             pred = argmax_random_ties(key, proba, mask)
     pred = jnp.asarray(pred, jnp.int32)
-    conf = jnp.take_along_axis(proba, pred[:, None], axis=-1)[:, 0]
+    conf = jnp.where(pred >= 0,
+                     jnp.take_along_axis(proba, jnp.maximum(pred, 0)[:, None], axis=-1)[:, 0],
+                     jnp.max(jnp.where(mask, proba, 0.0), axis=-1))
     correct = ((pred == gold) & (gold >= 0) & ~gm).astype(proba.dtype)
     return Scored(pred, conf, correct, (gold >= 0) | gm)
 
@@ -149,7 +151,9 @@ def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=Non
     ``proba`` [T, K], ``gold`` [T] int (-1: none), ``gold_missing`` [T] bool, ``mask`` [T, K].
     The prediction is the argmax over the task's valid slots: the first maximal slot, or, with a
     ``key``, uniformly at random among exactly tied slots (Appendix D.6; the draw of
-    :func:`bda_jax.decide`). ``pred`` [T] overrides it (e.g. an aggregator's own decision).
+    :func:`bda_jax.decide`). ``pred`` [T] overrides it (e.g. an aggregator's own decision);
+    ``pred = -1`` is no decision (an LLM method that committed to no candidate, [BDA] Appendix
+    D.3): scored wrong, with the task's largest probability as its confidence.
     A gold_missing task is labeled and wrong, whatever the prediction; an unlabeled task
     (gold -1, not gold_missing) has ``labeled`` False and ``correct`` 0.
 
