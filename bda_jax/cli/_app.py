@@ -19,6 +19,7 @@ import math
 import shutil
 import sys
 import traceback
+import warnings
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -107,6 +108,23 @@ def _fail(line: str, code: int, json_mode: bool, detail: dict | None = None):
     raise typer.Exit(code)
 
 
+@contextmanager
+def _package_warnings_as_lines():
+    """The package's own warnings (e.g. ``ParseRateWarning``) as one ``warning: ...`` line each
+    on stderr, without the source line Python would print; other warnings pass through."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        if getattr(category, "__module__", "").startswith("bda_jax"):
+            typer.echo(f"warning: {' '.join(str(message).split())}", err=True)
+        else:
+            previous(message, category, filename, lineno, file, line)
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def handled(fn):
     """Run a command body: BdaError and OS errors -> one line and exit 2; anything else ->
     exit 1 (with the traceback under ``--debug``)."""
@@ -115,7 +133,8 @@ def handled(fn):
         from .. import BdaError
         json_mode = bool(kwargs.get("json_out", False))
         try:
-            return fn(*args, **kwargs)
+            with _package_warnings_as_lines():
+                return fn(*args, **kwargs)
         except typer.Exit:
             raise
         except BdaError as err:

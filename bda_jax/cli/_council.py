@@ -1,4 +1,5 @@
-"""``bda council run``: deliberate a question set live against OpenAI-compatible endpoints."""
+"""``bda council run``, ``bda council method`` and ``bda council attack``: live councils, the
+LLM-based methods and the fair attack study against OpenAI-compatible endpoints."""
 from __future__ import annotations
 
 import contextlib
@@ -75,3 +76,135 @@ def council_run(
     if summary.unanswered:
         typer.echo(f"{len(summary.unanswered)} open question task(s) with no answer from any "
                    f"seat, not written: {', '.join(summary.unanswered)}")
+
+
+def _cache_mode(replay_only: bool, no_cache: bool) -> str:
+    if replay_only and no_cache:
+        raise DataError("--replay-only needs the cache; drop --no-cache", field="--no-cache")
+    return "off" if no_cache else "replay" if replay_only else "record"
+
+
+def _ledger_line(led: dict) -> str:
+    cost = led.get("cost")
+    cost_text = led.get("cost_note") if led.get("cost_unknown_models") else \
+        None if cost is None else f"cost {cost:.4f}"
+    return (f"calls {led['calls']} (cached {led['cached']}), tokens {led['prompt_tokens']} "
+            f"prompt + {led['completion_tokens']} completion"
+            + ("" if cost_text is None else f", {cost_text}"))
+
+
+@council_app.command("method")
+@handled
+def council_method(
+    name: str = typer.Argument(..., help="moa, moa-lite, self-moa or argllms "
+                                         "(docs/llm-methods.md)."),
+    inputs: Path = typer.Argument(..., help="Council traces (MoA, MoA-Lite; any method) or a "
+                                            "question set (Self-MoA, ArgLLMs)."),
+    config: Path = typer.Option(..., "--config", help="Council config (TOML) with the "
+                                                      "[methods] models."),
+    out: Path = typer.Option(..., "--out", help="Method run to write (JSON)."),
+    attack: bool = typer.Option(False, "--attack", help="Apply the adversary role inside the "
+                                                        "method's own generation (Self-MoA, "
+                                                        "ArgLLMs)."),
+    adversaries: str = typer.Option("", "--adversaries",
+                                    help="Comma-separated seats that played the adversary in "
+                                         "the traces (only reported, as gamma)."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
+                                                               "OUT.cache.sqlite)."),
+    replay_only: bool = typer.Option(False, "--replay-only",
+                                     help="Never call a model: every reply must be cached."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write a cache."),
+    local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
+                                                      "small local model."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
+) -> None:
+    """Run one LLM-based method (Gen + Agg) on traces or questions and write its answers."""
+    check_out_path(out, "--out")
+    check_out_path(cache, "--cache")
+    mode = _cache_mode(replay_only, no_cache)
+    from ..council import METHODS, run_method_files
+
+    if name not in METHODS:
+        raise DataError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}",
+                        field="name")
+    with contextlib.ExitStack() as stack:
+        bar = None
+
+        def report(done, total, ledger):
+            nonlocal bar
+            if bar is None:
+                bar = stack.enter_context(progress_bar(progress and not json_out, name,
+                                                       total=total))
+            bar.report(f"tasks {done}/{total} · calls {ledger['calls']} · cached "
+                       f"{ledger['cached']}", done, total)
+
+        run = run_method_files(name, inputs, config, out, attack=attack,
+                               adversaries=[a.strip() for a in adversaries.split(",") if a.strip()],
+                               cache_path=cache, cache_mode=mode, local=local, progress=report)
+    doc = run.to_json()
+    if json_out:
+        emit_json({"command": "council method", "out": str(out),
+                   **{k: doc[k] for k in ("method", "reads_council", "attack", "gamma", "parse",
+                                          "calibration", "ledger")}})
+        return
+    p = run.parse
+    typer.echo(f"{name}: {len(run.records)} tasks written to {out} (reads the council: "
+               f"{'yes' if run.reads_council else 'no'}; gamma {run.gamma:.2f})")
+    typer.echo(f"parse rate {p['rate']:.3f} ({', '.join(f'{k} {v}' for k, v in p['rules'].items())})"
+               + ("" if p["accuracy_committed"] is None else
+                  f"; accuracy of committed answers {p['accuracy_committed']:.3f} (chance "
+                  f"{p['chance']:.3f})")
+               + ("; confidences near-constant: calibration n/a"
+                  if not run.calibration["applicable"] else ""))
+    typer.echo(_ledger_line(run.ledger))
+
+
+@council_app.command("attack")
+@handled
+def council_attack(
+    questions: Path = typer.Argument(..., help="Question set with candidates and gold."),
+    config: Path = typer.Option(..., "--config", help="Council config (TOML); [methods] for "
+                                                      "the LLM-based arms."),
+    out: Path = typer.Option(..., "--out", help="Study directory (traces, method runs, "
+                                                "attack.json, attack.md, attack.png)."),
+    k: int = typer.Option(2, "--k", help="Adversary seats (the config's last k)."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms and methods "
+                                                           "(default: the arms of [BDA] Table 4)."),
+    folds: int = typer.Option(5, "--folds", help="Outer folds of the supervised arms."),
+    label_budget: Optional[int] = typer.Option(None, "--label-budget",
+                                               help="Labeled training tasks per outer fold."),
+    n_resamples: int = typer.Option(2000, "--n-resamples", help="Bootstrap resamples."),
+    seed: int = typer.Option(0, "--seed", help="Folds and tie-breaks."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
+                                                               "OUT/cache.sqlite)."),
+    replay_only: bool = typer.Option(False, "--replay-only",
+                                     help="Never call a model: every reply must be cached."),
+    local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
+                                                      "small local model (plumbing only)."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
+) -> None:
+    """The fair attack study: every arm clean and attacked on the same questions, one table."""
+    check_out_path(cache, "--cache")
+    if folds < 2:
+        raise DataError(f"need at least 2 folds, got {folds}", field="--folds")
+    from ..council import DEFAULT_ATTACK_ARMS, attack_table, run_attack_files
+
+    arm_list = list(DEFAULT_ATTACK_ARMS) if arms is None else \
+        list(dict.fromkeys(a.strip() for a in arms.split(",") if a.strip()))
+    if not arm_list:
+        raise DataError("no arm given", field="--arms")
+    with progress_bar(progress and not json_out, "attack study") as bar:
+        study = run_attack_files(questions, config, out, local=local, k=k, arms=arm_list,
+                                 folds=folds, label_budget=label_budget, seed=seed,
+                                 n_resamples=n_resamples, cache_path=cache,
+                                 cache_mode="replay" if replay_only else "record",
+                                 progress=lambda stage: bar.report(stage, 0, None))
+    if json_out:
+        emit_json({"command": "council attack", **study.to_json()})
+        return
+    typer.echo(attack_table(study.rows), nl=False)
+    typer.echo(f"adversaries: {', '.join(study.adversaries)} (k = {study.k}); files in {out}")
+    for cond, led in study.council.items():
+        typer.echo(f"{cond} council: {_ledger_line(led)}")

@@ -114,7 +114,22 @@ def evaluate(
     arms: str = typer.Option(DEFAULT_ARMS, "--arms",
                              help="Comma-separated arms: majority, bda-shared, bda-per-agent, "
                                   "bda-confusion, bda-tempered, stacking, gated-vote, ds-em, "
-                                  "verbalized, best-member; iso:<arm> / temp:<arm> wrappers."),
+                                  "verbalized, best-member; iso:<arm> / temp:<arm> wrappers; "
+                                  "with --config also the LLM methods moa, moa-lite, self-moa, "
+                                  "argllms."),
+    config: Optional[Path] = typer.Option(None, "--config",
+                                          help="Council config (TOML) whose [methods] models "
+                                               "the LLM-method arms call."),
+    reply_cache: Optional[Path] = typer.Option(None, "--reply-cache",
+                                               help="Reply cache of the LLM-method arms (SQLite; "
+                                                    "default TRACES.methods.sqlite)."),
+    replay_only: bool = typer.Option(False, "--replay-only",
+                                     help="LLM-method arms never call a model: every reply "
+                                          "must be in the reply cache."),
+    method_runs: Optional[list[Path]] = typer.Option(None, "--method-run",
+                                                     help="A stored method run (`bda council "
+                                                          "method --out`) to score as an arm; "
+                                                          "repeatable."),
     folds: int = typer.Option(5, "--folds", help="Outer folds (grouped by cluster)."),
     label_budget: Optional[int] = typer.Option(None, "--label-budget",
                                                help="Labeled training tasks per outer fold "
@@ -134,20 +149,38 @@ def evaluate(
     """Nested cross-validated evaluation of arms: accuracy, ECE, Brier, paired bootstraps."""
     check_out_path(out, "--out")
     check_out_path(cache, "--cache")
+    check_out_path(reply_cache, "--reply-cache")
     from .. import make_arm
+    from ..council import METHODS
     from ..report import evaluation_results
 
-    arm_list = parse_arms(arms)
+    method_names = [a.strip() for a in arms.split(",") if a.strip() in METHODS]
+    if method_names and config is None:
+        raise data_error(f"the LLM-method arms {', '.join(method_names)} need --config (the "
+                         "models they call)", "--config")
+    arm_list = parse_arms(",".join(a for a in arms.split(",") if a.strip() not in METHODS)
+                          or reference)
     make_arm(reference)
     if folds < 2:
         raise data_error(f"need at least 2 folds, got {folds}", "--folds")
     if n_resamples < 1:
         raise data_error("n_resamples must be >= 1", "--n-resamples")
     tr = read_trace_file(traces, lenient)
+    methods = []
+    if method_names or method_runs:
+        from ..council import Runtime, make_method, read_config, read_method_run
+        methods = [read_method_run(p) for p in method_runs or ()]
+        if method_names:
+            cfg = read_config(config)
+            runtime = Runtime.from_config(
+                cfg, cache_path=reply_cache or f"{traces}.methods.sqlite",
+                cache_mode="replay" if replay_only else "record")
+            methods += [make_method(name, cfg, runtime) for name in dict.fromkeys(method_names)]
     with progress_bar(progress and not json_out, "evaluating", total=1) as bar:
         result = evaluation_results(tr, arm_list, folds=folds, label_budget=label_budget,
                                     reference=reference, n_resamples=n_resamples, seed=seed,
-                                    cache=cache, progress=bar.report, source=str(traces))
+                                    cache=cache, progress=bar.report, source=str(traces),
+                                    methods=methods)
     if out is not None:
         write_text(out, dumps(result, indent=1) + "\n")
     if json_out:

@@ -55,11 +55,15 @@ from ._methods import (METHOD_RUN_KIND, Caller, Evidence, LLMMethod, MethodAnswe
 from ._judge import Judge, commitment  # noqa: E402
 from ._moa import MoA, SelfMoA  # noqa: E402
 from ._argllms import ArgLLMs  # noqa: E402
-from ._catalog import METHODS, make_method  # noqa: E402
+from ._catalog import METHODS, make_method, read_method_inputs, run_method_files  # noqa: E402
 from ._method_prompts import METHOD_PROMPT_VERSION  # noqa: E402
+from ._attack import (ATTACK_KIND, DEFAULT_ATTACK_ARMS, AttackStudy, attack_table,  # noqa: E402
+                      plot_attack, run_attack, run_attack_files)
 
 __all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMethod",
             "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask", "ParseRateWarning",
             "Runtime", "answer_proba", "read_method_run", "tasks_from_questions",
             "tasks_from_traces", "Judge", "commitment", "MoA", "SelfMoA", "ArgLLMs", "METHODS",
-            "make_method", "METHOD_PROMPT_VERSION"]
+            "make_method", "METHOD_PROMPT_VERSION", "ATTACK_KIND", "DEFAULT_ATTACK_ARMS",
+            "AttackStudy", "attack_table", "plot_attack", "run_attack", "run_attack_files",
+            "read_method_inputs", "run_method_files"]

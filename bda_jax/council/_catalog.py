@@ -2,6 +2,8 @@
 (docs/llm-methods.md): ``moa``, ``moa-lite``, ``self-moa`` and ``argllms``."""
 from __future__ import annotations
 
+import json
+import os
 from typing import Sequence
 
 from .._core.errors import DataError
@@ -10,7 +12,7 @@ from ._config import CouncilConfig
 from ._methods import LLMMethod, Runtime
 from ._moa import MoA, SelfMoA
 
-__all__ = ["METHODS", "make_method"]
+__all__ = ["METHODS", "make_method", "read_method_inputs", "run_method_files"]
 
 #: method name -> reads the council?
 METHODS = {"moa": True, "moa-lite": True, "self-moa": False, "argllms": False}
@@ -45,3 +47,55 @@ def make_method(name: str, config: CouncilConfig, runtime: Runtime | None = None
     return ArgLLMs(runtime, m.seat("generator", seats), m.seat("evaluator", seats),
                    depth=m.depth, breadth=m.breadth, root_base=m.root_base, attack=attack,
                    seed=seed)
+
+
+def read_method_inputs(path):
+    """A method's input file: traces (JSON Lines with ``moves``, read strictly) or a question
+    set, told apart by the first record. Returns ``("traces" | "questions", items)``."""
+    from .._core.traces import read_traces
+    from ._questions import read_questions
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            first = next((line for line in fh if line.strip()), b"")
+    except OSError as err:
+        raise DataError(f"cannot open input: {err.strerror}", file=path) from None
+    try:
+        is_trace = isinstance(json.loads(first), dict) and "moves" in json.loads(first)
+    except ValueError:
+        is_trace = False                      # the reader below names the bad line
+    return ("traces", read_traces(path)) if is_trace else ("questions", read_questions(path))
+
+
+def run_method_files(name: str, inputs, config, out, *, attack: bool = False,
+                     adversaries: Sequence[str] = (), cache_path=None, cache_mode: str = "record",
+                     local: bool = False, progress=None):
+    """``bda council method``: read ``inputs`` (:func:`read_method_inputs`) and the config,
+    build the method (:func:`make_method`; with ``local``, every endpoint points at the bundled
+    local model), run it and write the :class:`~bda_jax.council.MethodRun` to ``out``
+    (reply cache default ``<out>.cache.sqlite``). An ``out`` that is an input is refused."""
+    from ._config import read_config
+    from ._methods import Runtime
+    out = os.fspath(out)
+    for given, what in ((inputs, "input"), (config, "config")):
+        if os.path.exists(out) and os.path.samefile(given, out):
+            raise DataError(f"--out {out} is the {what} file: refusing to overwrite an input",
+                            file=out, field="out")
+    kind, items = read_method_inputs(inputs)
+    if kind == "questions" and METHODS.get(name):
+        raise DataError(f"{name} reads the council: give it the traces of a council run",
+                        file=os.fspath(inputs), field="inputs")
+    cfg = read_config(config)
+    cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
+        else cache_path
+
+    def go(cfg):
+        runtime = Runtime.from_config(cfg, cache_path=cache_path, cache_mode=cache_mode)
+        method = make_method(name, cfg, runtime, attack=attack, adversaries=adversaries)
+        return method.run(items, out=out, progress=progress)
+    if not local:
+        return go(cfg)
+    from ._local import local_server
+    from ._runner import pointed_at
+    with local_server() as server:
+        return go(pointed_at(cfg, server.base_url, server.model))

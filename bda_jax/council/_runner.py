@@ -31,7 +31,7 @@ from .._core.traces import Trace, trace_line, write_traces
 from .._core.version import __version__
 from ._cache import ReplyCache
 from ._client import ChatRequest, CouncilClient, UpstreamError
-from ._config import CouncilConfig, Seat
+from ._config import METHOD_SEATS, CouncilConfig, Seat
 from ._ledger import Ledger
 from ._prompts import PROMPT_VERSION, move_messages, reask_message
 from ._protocol import (TaskState, trace_task_id, apply_move, legal_moves, new_task_state, next_round,
@@ -244,12 +244,16 @@ def local_config(base_url: str, model: str, *, rounds: int = 3, n_seats: int = 3
 
 
 def pointed_at(config: CouncilConfig, base_url: str, model: str) -> CouncilConfig:
-    """``config`` with every endpoint's URL replaced by ``base_url`` and every seat's model by
-    ``model`` (``--local`` with a config: the same council, run on the local model)."""
+    """``config`` with every endpoint's URL replaced by ``base_url`` and every seat's model (the
+    ``[methods]`` seats' too) by ``model`` (``--local`` with a config: the same council, run on
+    the local model)."""
     endpoints = {name: replace(ep, base_url=base_url, api_key_env=None)
                  for name, ep in config.endpoints.items()}
     seats = tuple(replace(seat, model=model) for seat in config.seats)
-    return replace(config, endpoints=endpoints, seats=seats)
+    methods = replace(config.methods, **{
+        role: replace(seat, model=model) for role in METHOD_SEATS
+        if (seat := getattr(config.methods, role)) is not None})
+    return replace(config, endpoints=endpoints, seats=seats, methods=methods)
 
 
 def run_council_files(questions, config, out, *, cache_path=None, cache_mode: str = "record",

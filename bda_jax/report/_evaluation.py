@@ -20,7 +20,7 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                        label_budget: int | None = None, reference: str = "majority",
                        n_resamples: int = 2000, seed: int = 0, cache=None,
                        progress: Callable[[str, int, int], None] | None = None,
-                       source: str | None = None) -> dict:
+                       source: str | None = None, methods: Sequence = ()) -> dict:
     """Nested cross-validated evaluation of ``arms`` and ``reference`` ([BDA] Appendix D.1) as a
     results document, one cell per arm.
 
@@ -32,9 +32,15 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
     arms it lacks. ``progress``: optional ``(description, done, total)`` callback. ``source``:
     the trace file's name, recorded as ``traces`` and named by errors.
 
+    ``methods``: LLM-method arms (objects of the harness' method protocol, e.g.
+    :class:`bda_jax.council.MoA` or a stored :class:`bda_jax.council.MethodRun`), scored on the
+    same tasks after the named arms; they are not cell-cached (a method's calls are, in its
+    reply cache).
+
     Returns the document of ``bda evaluate --out``: ``table``, ``bootstrap`` (paired cluster
-    bootstrap against ``reference``), ``selected``, ``folds``, the data's sizes and ``cells``
-    (how many arms the cache held).
+    bootstrap against ``reference``), ``selected``, ``methods`` (per method arm: reads the
+    council, gamma, parse report, calibration note, ledger), ``folds``, the data's sizes and
+    ``cells`` (how many arms the cache held).
     """
     from .._core.cache import CellCache, fingerprint
     from .._core.counts import tally
@@ -68,8 +74,20 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
             return strict_json({"row": row, "bootstrap": ev.bootstrap.get(arm),
                                 "selected": ev.selected.get(arm)})
         cells[arm] = compute() if store is None else store.get_or_compute(arm, compute)
+    method_info = {}
+    total = len(all_arms) + len(methods)
+    for done, method in enumerate(methods, len(all_arms)):
+        if progress is not None:
+            progress(f"evaluating {method.name}", done, total)
+        ev = evaluate(list(traces), [method], folds=outer, label_budget=label_budget, seed=seed,
+                      reference=reference, n_resamples=n_resamples)
+        row = next(r for r in ev.table if r["arm"] == method.name)
+        cells[method.name] = strict_json({"row": row, "bootstrap": ev.bootstrap.get(method.name),
+                                          "selected": None})
+        method_info[method.name] = strict_json(ev.methods[method.name])
+    all_arms = all_arms + [m.name for m in methods]
     if progress is not None:
-        progress("evaluated", len(all_arms), len(all_arms))
+        progress("evaluated", total, total)
     return {"schema_version": 1, "kind": EVALUATION_KIND, "package_version": __version__,
             "traces": source, "n_tasks": int(counts.N.shape[0]), "n_labeled": n_labeled,
             "agents": list(counts.agents), "K_max": int(counts.e.shape[2]),
@@ -81,7 +99,8 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                           if cells[a]["bootstrap"] is not None},
             "selected": {a: cells[a]["selected"] for a in all_arms
                          if cells[a]["selected"] is not None},
+            "methods": method_info,
             "folds": outer.tolist(),
             "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
-                      "computed": len(all_arms) - cached}}
+                      "computed": len(all_arms) - len(methods) - cached}}
 

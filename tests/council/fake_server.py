@@ -19,6 +19,10 @@ With ``api_key`` set, a request without ``Authorization: Bearer <api_key>`` gets
 records every received chat body in ``.requests``, arrival times (``time.perf_counter``) in
 ``.arrivals``, and the most chat requests in flight at once in ``.max_in_flight``; ``delay_s``
 delays every chat answer (to make requests overlap).
+
+``responder`` (optional): a callable ``responder(body) -> str | None`` given each decoded chat
+body of a served model; a string it returns is the answer's message content (the faults above
+still apply to it), ``None`` keeps the schema instance. Tests use it to script replies.
 """
 from __future__ import annotations
 
@@ -159,6 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
             content = f"{_TEXT} ({digest[:8]})"
         else:
             content = json.dumps(instance_of(schema, digest))
+        if fake.responder is not None:
+            scripted = fake.responder(body)
+            if scripted is not None:
+                content = str(scripted)
         if model == "fault-truncated":
             content = content[: max(1, len(content) // 2)]
         elif model == "fault-offschema":
@@ -184,7 +192,8 @@ class FakeServer:
     """The fake server; ``with FakeServer() as srv: ... srv.base_url`` (``http://127.0.0.1:PORT/v1``)."""
 
     def __init__(self, *, models=MODELS, slow_s: float = 1.0, delay_s: float = 0.0,
-                 api_key: str | None = None, serves_model_list: bool = True):
+                 api_key: str | None = None, serves_model_list: bool = True, responder=None):
+        self.responder = responder                      # body -> content or None (scripted)
         self.serves_model_list = serves_model_list      # False: GET /v1/models is a 404
         self.models = tuple(models)
         self.slow_s = slow_s
