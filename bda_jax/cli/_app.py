@@ -110,7 +110,7 @@ def _fail(line: str, code: int, json_mode: bool, detail: dict | None = None):
 
 @contextmanager
 def _package_warnings_as_lines():
-    """The package's own warnings (e.g. ``ParseRateWarning``) as one ``warning: ...`` line each
+    """The package's own warnings (e.g. ``ParseWarning``) as one ``warning: ...`` line each
     on stderr, without the source line Python would print; other warnings pass through."""
     def show(message, category, filename, lineno, file=None, line=None):
         if getattr(category, "__module__", "").startswith("bda_jax"):

@@ -8,7 +8,7 @@ __all__: list[str] = []
 # --- protocol, inputs, prompts (owner: protocol) ---
 from ._config import (EXTRA_FORCES, METHOD_SEATS, ROLES, CouncilConfig, Endpoint,  # noqa: E402
                       MethodsConfig, Price, Seat, read_config)
-from ._prompts import PROMPT_VERSION, move_messages, reask_message  # noqa: E402
+from ._prompts import PROMPT_VERSION, ROLE_HEAD, ROLE_TAIL, move_messages, reask_message  # noqa: E402
 from ._protocol import (ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves,  # noqa: E402
                         TaskState, apply_move, label_seed, legal_moves, new_task_state,
                         next_round, record_abstain, to_trace, trace_task_id)
@@ -23,7 +23,7 @@ __all__ += [
     "record_abstain", "next_round", "to_trace", "trace_task_id", "label_seed", "ANSWER_FORCES",
     "TARGET_FORCES",
     "MoveReply", "ReplyError", "move_schema", "parse_reply", "ARGUMENT_MAX",
-    "PROMPT_VERSION", "move_messages", "reask_message",
+    "PROMPT_VERSION", "ROLE_HEAD", "ROLE_TAIL", "move_messages", "reask_message",
 ]
 # --- end protocol ---
 # --- client, cache, ledger (owner: client) ---
@@ -50,7 +50,7 @@ __all__ += ["INSTALL_HINT", "LOCAL_MODEL_NAME", "LocalModelError", "LocalServer"
 # --- LLM-based methods and the fair attack ([BDA] Appendix B.1, B.2, F.7) ---
 from ._dfquad import dfquad_strengths  # noqa: E402
 from ._methods import (METHOD_RUN_KIND, Caller, Evidence, LLMMethod, MethodAnswer,  # noqa: E402
-                       MethodRecord, MethodRun, MethodTask, ParseRateWarning, Runtime,
+                       MethodRecord, MethodRun, MethodTask, Runtime,
                        answer_proba, read_method_run, tasks_from_questions, tasks_from_traces)
 from ._judge import Judge, commitment  # noqa: E402
 from ._moa import MoA, SelfMoA  # noqa: E402
@@ -61,7 +61,7 @@ from ._attack import (ATTACK_KIND, DEFAULT_ATTACK_ARMS, AttackStudy, attack_tabl
                       plot_attack, run_attack, run_attack_files)
 
 __all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMethod",
-            "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask", "ParseRateWarning",
+            "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask",
             "Runtime", "answer_proba", "read_method_run", "tasks_from_questions",
             "tasks_from_traces", "Judge", "commitment", "MoA", "SelfMoA", "ArgLLMs", "METHODS",
             "make_method", "METHOD_PROMPT_VERSION", "ATTACK_KIND", "DEFAULT_ATTACK_ARMS",

@@ -40,7 +40,7 @@ from ._protocol import label_seed
 __all__ = ["ArgLLMs", "PROBA_RULES"]
 
 PROBA_RULES = ("confidence", "normalized")
-_NUMBER = re.compile(r"(?<![\w.])(?:0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])(?:0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?!\w|\.\d)")
 
 
 def _base_score(text: str) -> float | None:
@@ -49,6 +49,8 @@ def _base_score(text: str) -> float | None:
     if value is None and isinstance(text, str):
         found = _NUMBER.findall(text)
         value = found[0] if len(found) == 1 else None
+    if isinstance(value, bool):             # JSON true / false is not a score
+        return None
     try:
         value = float(value)
     except (TypeError, ValueError):

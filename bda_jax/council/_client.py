@@ -20,6 +20,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from bda_jax._core.errors import BdaError, DataError
 
@@ -119,6 +120,7 @@ class CouncilClient:
         self._clients: dict[str, object] = {}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._limiters: dict[str, _RateLimiter] = {}
+        self._in_flight: dict[str, asyncio.Future] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
     def _endpoint(self, name: str):
@@ -170,8 +172,10 @@ class CouncilClient:
     async def complete(self, req: ChatRequest, *, task: str = "", seat: str = "") -> ChatReply:
         """The reply to ``req``: from the cache if stored (``cached=True``; raises
         :class:`CacheMiss` on a miss in replay mode), else from the endpoint (stored in the
-        cache, recorded in the ledger). The text is returned as received: judging it against
-        the schema is the runner's job. Raises :class:`UpstreamError` (one line) when the
+        cache, recorded in the ledger). A request identical to one still in flight waits for
+        that one's reply instead of going upstream again (``cached=True``: no second paid
+        call). The text is returned as received: judging it against the schema is the caller's
+        job. Raises :class:`UpstreamError` (one line) when the
         endpoint refuses the request or every attempt failed, :class:`DataError` when the
         endpoint's API key variable is not set."""
         hit = self.cache.get(req, task=task, seat=seat)
@@ -179,6 +183,31 @@ class CouncilClient:
             if self.ledger is not None:
                 self.ledger.record(req, hit, task=task, seat=seat)
             return hit
+        key = req.key()
+        pending = self._in_flight.get(key)
+        if pending is not None:        # the same request is on its way: share its reply
+            reply = replace(await asyncio.shield(pending), cached=True)
+            if self.ledger is not None:
+                self.ledger.record(req, reply, task=task, seat=seat)
+            return reply
+        future = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            reply = await self._fetch(req, task)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()          # retrieved: no "never retrieved" noise without waiters
+            raise
+        else:
+            future.set_result(reply)
+        finally:
+            del self._in_flight[key]
+        if self.ledger is not None:
+            self.ledger.record(req, reply, task=task, seat=seat)
+        return reply
+
+    async def _fetch(self, req: ChatRequest, task: str) -> ChatReply:
+        """The reply from upstream, stored in the cache (or the one another run stored first)."""
         reply = await self._upstream(req, task)
         if not self.cache.put(req, reply) and self.cache.mode == "record":
             stored = self.cache.get(req)           # another run stored one first: keep one truth
@@ -186,8 +215,6 @@ class CouncilClient:
                 reply = ChatReply(text=stored.text, prompt_tokens=reply.prompt_tokens,
                                   completion_tokens=reply.completion_tokens, latency_s=reply.latency_s,
                                   cached=False, retries=reply.retries, model=stored.model)
-        if self.ledger is not None:
-            self.ledger.record(req, reply, task=task, seat=seat)
         return reply
 
     async def _upstream(self, req: ChatRequest, task: str) -> ChatReply:

@@ -46,6 +46,7 @@ from .._core.io import atomic_write, read_json_file
 from .._core.normalize import default_normalizer
 from .._core.traces import Trace, resolve_trace
 from .._core.version import __version__
+from ..datasets import ParseWarning
 from ._cache import ChatReply, ChatRequest, ReplyCache
 from ._client import CouncilClient
 from ._config import CouncilConfig, Endpoint, Seat
@@ -54,7 +55,7 @@ from ._method_prompts import METHOD_PROMPT_VERSION
 from ._questions import Question
 
 __all__ = ["Runtime", "MethodTask", "Evidence", "MethodAnswer", "MethodRecord", "MethodRun",
-           "LLMMethod", "Caller", "ParseRateWarning", "answer_proba", "tasks_from_traces",
+           "LLMMethod", "Caller", "answer_proba", "tasks_from_traces",
            "tasks_from_questions", "read_method_run", "METHOD_RUN_KIND", "NEAR_CONSTANT_SD"]
 
 METHOD_RUN_KIND = "bda_jax.method_run"
@@ -63,12 +64,6 @@ METHOD_RUN_SCHEMA_VERSION = 1
 NEAR_CONSTANT_SD = 0.05
 #: tasks a method works on at once (each endpoint also bounds its own requests in flight)
 TASK_CONCURRENCY = 8
-
-
-class ParseRateWarning(UserWarning):
-    """A method's committed answers are less accurate than chance on labeled tasks: the
-    extraction, not the model, is the likely culprit ([BDA] Appendix D.3, the sub-chance
-    tripwire)."""
 
 
 @dataclass(frozen=True)
@@ -458,8 +453,9 @@ class LLMMethod:
         """Run the method on every task of ``data`` (:meth:`tasks`) and return (and keep, as
         ``run_``) the :class:`MethodRun`; with ``out``, also write it there (and, while running,
         one line per finished task to ``<out>.partial``). ``progress(done, total, counters)``
-        as in :func:`~bda_jax.council.run_council`. Warns :class:`ParseRateWarning` when the
-        committed answers score below chance on labeled tasks."""
+        as in :func:`~bda_jax.council.run_council`. Warns when the
+        committed answers score below chance on labeled tasks (the tripwire of [BDA] Appendix D.3:
+        :class:`bda_jax.datasets.ParseWarning`)."""
         tasks = self.tasks(data)
         ledger = Ledger(self.runtime.prices)
         with ReplyCache(self.runtime.cache_path, mode=self.runtime.cache_mode) as cache:
@@ -470,7 +466,8 @@ class LLMMethod:
             p = run.parse
             warnings.warn(f"{self.name}: committed answers are {p['accuracy_committed']:.3f} "
                           f"accurate on labeled tasks, below chance {p['chance']:.3f}: check the "
-                          "answer extraction before reading the result", ParseRateWarning,
+                          "answer extraction before reading the result ([BDA] Appendix D.3)",
+                          ParseWarning,
                           stacklevel=2)
         if out is not None:
             run.write(out)

@@ -268,3 +268,19 @@ def test_fake_server_instances_are_valid_for_nullable_and_anyof():
     for d in ("a", "b", "c", "d"):
         v = instance_of(schema, d)
         assert v["t"] == "m1" and v["n"] in (3, "x") and len(v["xs"]) == 2
+
+
+def test_identical_requests_in_flight_go_upstream_once():
+    """Two identical requests at once (e.g. ArgLLMs scoring the same argument text under two
+    candidates) make one upstream call; the second shares its reply, counted as cached."""
+    with FakeServer(delay_s=0.2) as srv:
+        ledger = Ledger()
+        client = _client(srv, ReplyCache(None), ledger)
+
+        async def both(c):
+            return await asyncio.gather(c.complete(_req(i=1)), c.complete(_req(i=1)),
+                                        c.complete(_req(i=2)))
+        a, b, other = _run(client, both)
+    assert len([r for r in srv.requests if "messages" in r]) == 2
+    assert a.text == b.text and sorted([a.cached, b.cached]) == [False, True]
+    assert ledger.summary()["calls"] == 3 and ledger.summary()["cached"] == 1

@@ -49,3 +49,39 @@ def test_local_council_writes_traces_bda_reads(tmp_path):
                               cache_path=f"{out}.cache.sqlite")
     assert again.ledger["cached"] == again.ledger["calls"]
     assert traces_without_run_extras(out) == traces_without_run_extras(tmp_path / "again.jsonl")
+
+
+def test_local_model_runs_every_llm_method_end_to_end(tmp_path):
+    """MoA on live traces, Self-MoA under the fair attack and ArgLLMs against the real local
+    model: records for every task, the channels of Table 4 in the ledger, a rerun fully cached.
+    The answers themselves are meaningless (a 135M model): nothing is asserted about them."""
+    from bda_jax.council import (CouncilConfig, Endpoint, MethodsConfig, Question, Runtime, Seat,
+                                 local_server, make_method, run_council)
+    q = [Question("cap", "Is Paris the capital of France?", ("yes", "no"), "yes")]
+    with local_server() as server:
+        ep = Endpoint("local", server.base_url, max_concurrency=2, timeout_s=120)
+        seat = lambda name, t=0.7, n=48: Seat(name, "local", server.model, t, 1, max_tokens=n)
+        cfg = CouncilConfig(rounds=1, endpoints={"local": ep},
+                            seats=tuple(seat(f"s{i}") for i in range(2)),
+                            methods=MethodsConfig(synthesizer=seat("synthesizer", 0.0, 48),
+                                                  sampler=seat("sampler", 0.7, 32),
+                                                  generator=seat("generator", 0.7, 48),
+                                                  evaluator=seat("evaluator", 0.0, 16),
+                                                  samples=2, root_base=0.5))
+        out = tmp_path / "t.jsonl"
+        run_council(q, cfg, out, cache_path=tmp_path / "c.sqlite")
+        traces = bda.read_traces(out)
+        runtime = Runtime.from_config(cfg, cache_path=tmp_path / "m.sqlite")
+        runs = {}
+        for name, attack in (("moa", False), ("self-moa", True), ("argllms", False)):
+            runs[name, attack] = make_method(name, cfg, runtime, attack=attack).run(traces)
+        again = make_method("argllms", cfg, runtime).run(traces)
+    for (name, attack), run in runs.items():
+        assert [r.task_id for r in run.records] == ["cap"]
+        assert abs(sum(run.records[0].proba) - 1.0) < 1e-9
+        assert run.ledger["calls"] > 0
+    assert set(runs["self-moa", True].channels) == {"sampler", "synthesizer"}
+    assert runs["self-moa", True].gamma == 1.0 and runs["moa", False].gamma == 0.0
+    assert set(runs["argllms", False].channels) == {"generator", "evaluator"}
+    assert again.ledger["cached"] == again.ledger["calls"]
+    assert again.records == runs["argllms", False].records
