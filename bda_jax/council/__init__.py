@@ -52,9 +52,9 @@ from ._dfquad import dfquad_strengths  # noqa: E402
 from ._methods import (METHOD_RUN_KIND, Caller, Evidence, LLMMethod, MethodAnswer,  # noqa: E402
                        MethodRecord, MethodRun, MethodTask, Runtime,
                        answer_proba, read_method_run, tasks_from_questions, tasks_from_traces)
-from ._judge import Judge, commitment  # noqa: E402
+from ._judge import Judge, commitment, json_object, match_candidate  # noqa: E402
 from ._moa import MoA, SelfMoA  # noqa: E402
-from ._argllms import ArgLLMs  # noqa: E402
+from ._argllms import ArgLLMs, read_strength  # noqa: E402
 from ._catalog import METHODS, make_method, read_method_inputs, run_method_files  # noqa: E402
 from ._method_prompts import METHOD_PROMPT_VERSION  # noqa: E402
 from ._attack import (ATTACK_KIND, DEFAULT_ATTACK_ARMS, AttackStudy, attack_table,  # noqa: E402
@@ -63,7 +63,8 @@ from ._attack import (ATTACK_KIND, DEFAULT_ATTACK_ARMS, AttackStudy, attack_tabl
 __all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMethod",
             "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask",
             "Runtime", "answer_proba", "read_method_run", "tasks_from_questions",
-            "tasks_from_traces", "Judge", "commitment", "MoA", "SelfMoA", "ArgLLMs", "METHODS",
+            "tasks_from_traces", "Judge", "commitment", "json_object", "match_candidate", "MoA",
+            "SelfMoA", "ArgLLMs", "read_strength", "METHODS",
             "make_method", "METHOD_PROMPT_VERSION", "ATTACK_KIND", "DEFAULT_ATTACK_ARMS",
             "AttackStudy", "attack_table", "plot_attack", "run_attack", "run_attack_files",
             "read_method_inputs", "run_method_files"]

@@ -37,13 +37,15 @@ from ._method_prompts import (claim_text, evaluator_messages, generator_messages
 from ._methods import Caller, Evidence, LLMMethod, MethodAnswer, MethodTask, Runtime, answer_proba
 from ._protocol import label_seed
 
-__all__ = ["ArgLLMs", "PROBA_RULES"]
+__all__ = ["ArgLLMs", "PROBA_RULES", "read_strength"]
 
 PROBA_RULES = ("confidence", "normalized")
 _NUMBER = re.compile(r"(?<![\w.])(?:0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?!\w|\.\d)")
 
 
-def _base_score(text: str) -> float | None:
+def read_strength(text: str) -> float | None:
+    """The base score in an evaluator reply: the ``strength`` of its JSON object, else the one
+    number in [0, 1] its prose holds; ``None`` when neither reads (a boolean is not a score)."""
     obj = json_object(text)
     value = obj.get("strength") if obj is not None else None
     if value is None and isinstance(text, str):
@@ -158,7 +160,7 @@ class ArgLLMs(LLMMethod):
                 return k, j, float(self.root_base)
             reply = await caller.chat(self.evaluator, evaluator_messages(node["text"]), task=task,
                                       channel="evaluator", schema=strength_schema())
-            return k, j, _base_score(reply.text)
+            return k, j, read_strength(reply.text)
         scored = await asyncio.gather(*(score(k, j) for k, nodes in enumerate(trees)
                                         for j in range(len(nodes))))
         base = {(k, j): b for k, j, b in scored}

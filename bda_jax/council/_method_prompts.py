@@ -112,12 +112,13 @@ def generator_messages(claim: str, n_supporters: int, n_attackers: int, *,
 
 
 def tree_schema(n_supporters: int, n_attackers: int) -> dict:
-    """JSON Schema of one generator reply."""
-    def strings(n):
-        return {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n}
+    """JSON Schema of one generator reply. The counts are asked for in the prompt, not in the
+    schema (array length bounds are outside the subset every strict structured-output
+    implementation accepts); the reader keeps the first ``n`` of each list."""
+    strings = {"type": "array", "items": {"type": "string"}}
     return {"title": "arguments", "type": "object", "additionalProperties": False,
             "required": ["supporters", "attackers"],
-            "properties": {"supporters": strings(n_supporters), "attackers": strings(n_attackers)}}
+            "properties": {"supporters": strings, "attackers": dict(strings)}}
 
 
 def evaluator_messages(argument: str) -> list[dict]:

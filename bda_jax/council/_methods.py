@@ -188,7 +188,8 @@ def _slot_of(candidates: Sequence[str]) -> dict[str, int]:
 @dataclass
 class MethodRun:
     """Every task's :class:`MethodRecord` of one method under one condition, with the ledger
-    summary (``ledger``; per channel in ``channels``), the parse report and the calibration note.
+    summary (``ledger``; per channel in ``channels``; every call's ledger row, with its task and
+    channel, in ``calls``), the parse report and the calibration note.
 
     ``parse``: ``rate`` (share of tasks with a committed answer), ``rules`` (how each answer was
     read), ``judged`` (answers the judge mapped), ``accuracy_committed`` and ``chance`` (the
@@ -206,6 +207,7 @@ class MethodRun:
     ledger: dict
     channels: dict
     settings: dict = field(default_factory=dict)
+    calls: list[dict] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -279,7 +281,7 @@ class MethodRun:
                 "attack": self.attack, "gamma": self.gamma, "parse": self.parse,
                 "calibration": self.calibration, "ledger": self.ledger,
                 "channels": self.channels, "settings": self.settings,
-                "judge_ledger": self.judge_ledger(),
+                "judge_ledger": self.judge_ledger(), "calls": self.calls,
                 "records": [r.to_json() for r in self.records]}
 
     def write(self, path) -> str:
@@ -304,8 +306,9 @@ def read_method_run(path) -> MethodRun:
     try:
         return MethodRun(str(d["method"]), bool(d["reads_council"]), bool(d["attack"]),
                          [MethodRecord.from_json(r, file=path) for r in d["records"]],
-                         dict(d["ledger"]), dict(d["channels"]), dict(d.get("settings") or {}))
-    except (KeyError, TypeError) as exc:
+                         dict(d["ledger"]), dict(d["channels"]), dict(d.get("settings") or {}),
+                         [dict(r) for r in d.get("calls") or ()])
+    except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"unreadable method run: {exc}", file=path) from None
 
 
@@ -460,8 +463,9 @@ class LLMMethod:
         ledger = Ledger(self.runtime.prices)
         with ReplyCache(self.runtime.cache_path, mode=self.runtime.cache_mode) as cache:
             records = asyncio.run(self._run(tasks, cache, ledger, out, progress))
+        rows = ledger.rows()
         run = MethodRun(self.name, self.reads_council, self.attack, records, ledger.summary(),
-                        _channel_totals(ledger.rows()), self.settings())
+                        _channel_totals(rows), self.settings(), rows)
         if run.parse["tripwire"]:
             p = run.parse
             warnings.warn(f"{self.name}: committed answers are {p['accuracy_committed']:.3f} "

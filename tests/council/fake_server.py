@@ -184,6 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128      # the default 5 drops bursts of connects (1 s SYN retries)
     fake: FakeServer
     models: tuple[str, ...]
 
