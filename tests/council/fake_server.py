@@ -32,11 +32,25 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["FakeServer", "MODELS", "instance_of"]
+__all__ = ["FakeServer", "MODELS", "ROLE_MARK", "has_role", "instance_of", "request_kind"]
 
 MODELS = ("deterministic", "fault-429", "fault-500", "fault-slow", "fault-truncated", "fault-offschema")
 
 _TEXT = "a short argument for this answer"
+#: the opening of the adversary role rho in every channel's prompt (bda_jax.council.ROLE_HEAD)
+ROLE_MARK = "Private instructions, for you alone"
+
+
+def request_kind(body: dict) -> str | None:
+    """The JSON-schema name of a recorded chat body ("move", "synthesis", "arguments",
+    "strength", "verdict") or "text" for a free-text request."""
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("name") if fmt else "text"
+
+
+def has_role(body: dict) -> bool:
+    """Whether a recorded chat body carries the adversary role in any message."""
+    return any(ROLE_MARK in str(m.get("content", "")) for m in body["messages"])
 
 
 def _pick(options, digest: str, path: str):

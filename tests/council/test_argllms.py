@@ -17,11 +17,10 @@ from bda_jax import DataError  # noqa: E402
 from bda_jax.council import ArgLLMs, Endpoint, Question, Runtime, Seat  # noqa: E402
 from bda_jax.council import read_strength  # noqa: E402
 
-from council.fake_server import FakeServer  # noqa: E402
+from council.fake_server import FakeServer, has_role, request_kind  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::bda_jax.datasets.ParseWarning")
 
-ROLE_MARK = "Private instructions, for you alone"
 UNDERMINE = "make the attacking arguments as compelling as you can"
 BOLSTER = "make the supporting arguments as compelling as you can"
 
@@ -41,15 +40,6 @@ def _runtime(srv, **kw):
 
 def _method(srv, **kw):
     return ArgLLMs(_runtime(srv), _seat("gen", 60), _seat("eval", 70, 0.0), **kw)
-
-
-def _kind(body):
-    fmt = body.get("response_format") or {}
-    return (fmt.get("json_schema") or {}).get("name") if fmt else "text"
-
-
-def _has_role(body):
-    return any(ROLE_MARK in str(m.get("content", "")) for m in body["messages"])
 
 
 def _claim(body):
@@ -84,7 +74,7 @@ class Script:
         return root if root is not None else text
 
     def __call__(self, body):
-        kind = _kind(body)
+        kind = request_kind(body)
         if kind == "arguments":
             p = self.path(_claim(body))
             if p in self.broken:
@@ -120,7 +110,7 @@ def test_calls_per_candidate_follow_depth_and_breadth(depth, breadth, root_base)
     qs = [Question(f"q{i}", f"Question {i}?", ("A", "B", "C"), "A") for i in range(2)]
 
     def distinct(body):                  # argument texts unique per question and node
-        kind = _kind(body)
+        kind = request_kind(body)
         if kind != "arguments":
             return None
         tag = hashlib.sha256(_claim(body).encode()).hexdigest()[:10]
@@ -128,7 +118,7 @@ def test_calls_per_candidate_follow_depth_and_breadth(depth, breadth, root_base)
                            "attackers": [f"against {tag} {i}" for i in range(breadth)]})
     with FakeServer(responder=distinct) as srv:
         run = _method(srv, depth=depth, breadth=breadth, root_base=root_base).run(qs)
-        kinds = [_kind(b) for b in srv.requests]
+        kinds = [request_kind(b) for b in srv.requests]
     per_task = 3                          # candidates
     assert run.channels["generator"]["calls"] == 2 * per_task * gen
     assert run.channels["evaluator"]["calls"] == 2 * per_task * scored
@@ -284,17 +274,17 @@ def test_rho_is_routed_per_candidate_by_gold_and_never_reaches_the_evaluator():
     with FakeServer(responder=Script()) as srv:
         run, rec = _one(srv, candidates=("A", "B", "C"), gold="B", depth=2, attack=True)
         reqs = list(srv.requests)
-    gens = [b for b in reqs if _kind(b) == "arguments"]
+    gens = [b for b in reqs if request_kind(b) == "arguments"]
     assert len(gens) == 9
     seen = {}
     for body in gens:
         system = body["messages"][0]["content"]
-        assert _has_role(body) and 'the correct answer is "B"' in system
+        assert has_role(body) and 'the correct answer is "B"' in system
         assert (UNDERMINE in system) != (BOLSTER in system)
         seen[Script.path(_claim(body))] = UNDERMINE if UNDERMINE in system else BOLSTER
     assert seen == expected
-    evals = [b for b in reqs if _kind(b) == "strength"]
-    assert len(evals) == 3 * 7 and not any(_has_role(b) for b in evals)
+    evals = [b for b in reqs if request_kind(b) == "strength"]
+    assert len(evals) == 3 * 7 and not any(has_role(b) for b in evals)
     assert not any("correct answer is \"B\"" in b["messages"][0]["content"] for b in evals)
     # every generated argument was written under rho
     assert rec.corrupted == rec.evidence == 3 * 6 and run.gamma == 1.0 and run.attack is True
@@ -303,7 +293,7 @@ def test_rho_is_routed_per_candidate_by_gold_and_never_reaches_the_evaluator():
 def test_the_clean_generator_is_honest():
     with FakeServer(responder=Script()) as srv:
         run, rec = _one(srv, candidates=("A", "B", "C"), gold="B", depth=2)
-        assert not any(_has_role(b) for b in srv.requests)
+        assert not any(has_role(b) for b in srv.requests)
         assert not any(UNDERMINE in b["messages"][0]["content"] or
                        BOLSTER in b["messages"][0]["content"] for b in srv.requests)
     assert rec.corrupted == 0 and run.gamma == 0.0

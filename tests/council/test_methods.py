@@ -20,13 +20,12 @@ from bda_jax.council import (ArgLLMs, CouncilConfig, Endpoint, MethodRecord,  # 
                              answer_proba, read_method_run, run_council, tasks_from_questions,
                              tasks_from_traces)
 
-from council.fake_server import FakeServer  # noqa: E402
+from council.fake_server import ROLE_MARK, FakeServer, has_role, request_kind  # noqa: E402
 
 # the fake server's schema instances answer at random: a below-chance run is expected here
 pytestmark = pytest.mark.filterwarnings("ignore::bda_jax.datasets.ParseWarning")
 
 LETTERS = ("A", "B", "C", "D")
-ROLE_MARK = "Private instructions, for you alone"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -41,15 +40,6 @@ def _seat(name, seed, temperature=0.5, role="honest"):
 def _questions(n, golds=None):
     return [Question(f"q{i}", f"Question number {i}?", LETTERS,
                      LETTERS[i % 4] if golds is None else golds[i]) for i in range(n)]
-
-
-def _kind(body):
-    fmt = body.get("response_format") or {}
-    return (fmt.get("json_schema") or {}).get("name") if fmt else "text"
-
-
-def _has_role(body):
-    return any(ROLE_MARK in str(m.get("content", "")) for m in body["messages"])
 
 
 def _bodies(requests):
@@ -68,7 +58,7 @@ def _council(srv, tmp_path, qs, adversaries=(), name="t"):
 def _distinct_arguments(body):
     """Generator replies whose argument texts name the claim they bear on (so no two argument
     requests of a run are the same request); every other reply is the schema instance."""
-    if _kind(body) != "arguments":
+    if request_kind(body) != "arguments":
         return None
     claim = re.search(r"Claim: (.*?)\n\nWrite", body["messages"][-1]["content"], re.S).group(1)
     tag = hashlib.sha256(claim.encode()).hexdigest()[:12]
@@ -389,7 +379,7 @@ def test_non_reading_methods_send_the_same_requests_on_clean_and_attacked_traces
         clean = _council(srv, tmp_path, qs, name="clean")
         attacked = _council(srv, tmp_path, qs, adversaries=("s1", "s2"), name="attacked")
         # the two councils did differ: the adversaries' requests carry the role
-        assert any(_has_role(b) for b in srv.requests)
+        assert any(has_role(b) for b in srv.requests)
         sent = {}
         for label, data in (("clean", clean), ("attacked", attacked), ("questions", qs)):
             for which in ("self-moa", "argllms"):

@@ -17,12 +17,11 @@ from bda_jax.council import (CouncilConfig, Endpoint, MoA, Question, Runtime, Se
                              SelfMoA, make_method, run_council)
 from bda_jax.council import ROLE_HEAD  # noqa: E402
 
-from council.fake_server import FakeServer  # noqa: E402
+from council.fake_server import ROLE_MARK, FakeServer, has_role, request_kind  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::bda_jax.datasets.ParseWarning")
 
 LETTERS = ("A", "B", "C", "D")
-ROLE_MARK = "Private instructions, for you alone"
 SEAT_SEEDS = {"s0": 100, "s1": 200, "s2": 300}
 
 
@@ -45,15 +44,6 @@ def _runtime(srv, **kw):
 
 def _questions(n):
     return [Question(f"q{i}", f"Question number {i}?", LETTERS, LETTERS[i % 4]) for i in range(n)]
-
-
-def _kind(body):
-    fmt = body.get("response_format") or {}
-    return (fmt.get("json_schema") or {}).get("name") if fmt else "text"
-
-
-def _has_role(body):
-    return any(ROLE_MARK in str(m.get("content", "")) for m in body["messages"])
 
 
 def _user(body):
@@ -95,13 +85,13 @@ def test_rho_reaches_exactly_the_adversary_seats_and_never_moas_synthesizer(tmp_
         assert len(council) == 4 * 2 * 3
         by_seed = {seed: s for s, seed in SEAT_SEEDS.items()}
         for body in council:
-            assert _kind(body) == "move"
+            assert request_kind(body) == "move"
             seat = by_seed[body["seed"]]                     # seat seed + sample 0
-            assert _has_role(body) == (seat in ("s1", "s2")), seat
+            assert has_role(body) == (seat in ("s1", "s2")), seat
         # the gold is named to the adversaries only
         golds = {f"Question number {i}?": LETTERS[i % 4] for i in range(4)}
         for body in council:
-            if _has_role(body):
+            if has_role(body):
                 q = re.search(r"Question: (.*?)\n", _user(body)).group(1)
                 assert f'the correct answer is "{golds[q]}"' in body["messages"][0]["content"]
 
@@ -109,8 +99,8 @@ def test_rho_reaches_exactly_the_adversary_seats_and_never_moas_synthesizer(tmp_
         moa = make_method("moa", cfg, _runtime(srv), adversaries=("s1", "s2"))
         run = moa.run(traces)
         synth = srv.requests[n:]
-        assert len(synth) == 4 and all(_kind(b) == "synthesis" for b in synth)
-        assert not any(_has_role(b) for b in synth)
+        assert len(synth) == 4 and all(request_kind(b) == "synthesis" for b in synth)
+        assert not any(has_role(b) for b in synth)
         assert run.gamma == pytest.approx(2 / 3)
         assert all((r.corrupted, r.evidence) == (2, 3) for r in run.records)
         assert run.reads_council is True and set(run.channels) == {"synthesizer"}
@@ -119,7 +109,7 @@ def test_rho_reaches_exactly_the_adversary_seats_and_never_moas_synthesizer(tmp_
         lite = make_method("moa-lite", cfg, _runtime(srv), adversaries=("s1", "s2"))
         lite_run = lite.run(traces)
         assert lite.name == "moa-lite" and lite.n_proposers == 2
-        assert not any(_has_role(b) for b in srv.requests[n:])
+        assert not any(has_role(b) for b in srv.requests[n:])
         # MoA-Lite reads the first two seats to move in round 0: s0 (honest) and s1 (rho)
         assert lite_run.gamma == pytest.approx(1 / 2)
 
@@ -210,13 +200,13 @@ def test_moa_own_proposers(attack):
     assert sorted({row["seat"] for row in run.calls}) == \
         ["proposer:p1", "proposer:p2", "proposer:p3", "synthesizer"]
     by_seed = {seed: s for s, seed in seeds.items()}
-    texts = [b for b in reqs if _kind(b) == "text"]
+    texts = [b for b in reqs if request_kind(b) == "text"]
     assert len(texts) == 9
     for body in texts:
         # under attack the last two proposers (attacked_proposers=2) play rho
-        assert _has_role(body) == (attack and by_seed[body["seed"]] in ("p2", "p3"))
-    synth = [b for b in reqs if _kind(b) == "synthesis"]
-    assert len(synth) == 3 and not any(_has_role(b) for b in synth)
+        assert has_role(body) == (attack and by_seed[body["seed"]] in ("p2", "p3"))
+    synth = [b for b in reqs if request_kind(b) == "synthesis"]
+    assert len(synth) == 3 and not any(has_role(b) for b in synth)
     for body in synth:
         assert len(_responses(body)) == 3
     assert run.gamma == pytest.approx(2 / 3 if attack else 0.0)
@@ -229,10 +219,10 @@ def test_moa_lite_with_own_proposers_uses_the_first_two():
                   own_proposers=[_seat(f"p{i}", 10 + i) for i in range(3)], attack=True,
                   attacked_proposers=1)
         run = moa.run(_questions(1))
-        texts = [b for b in srv.requests if _kind(b) == "text"]
+        texts = [b for b in srv.requests if request_kind(b) == "text"]
     assert moa.name == "moa-lite"
     assert sorted(b["seed"] for b in texts) == [10, 11]
-    assert [b["seed"] for b in texts if _has_role(b)] == [11]
+    assert [b["seed"] for b in texts if has_role(b)] == [11]
     assert run.gamma == pytest.approx(1 / 2)
 
 
@@ -243,7 +233,7 @@ def test_self_moa_draws_and_the_attack_on_every_draw(n_samples):
     sampler, synth = _seat("sampler", 40), _seat("synth", 50, 0.0)
 
     def sampled(body):
-        return f"sampled {body['seed']} for q{_question_number(body)}" if _kind(body) == "text" \
+        return f"sampled {body['seed']} for q{_question_number(body)}" if request_kind(body) == "text" \
             else None
     with FakeServer(responder=sampled) as srv:
         for attack in (False, True):
@@ -251,20 +241,20 @@ def test_self_moa_draws_and_the_attack_on_every_draw(n_samples):
             run = SelfMoA(_runtime(srv), sampler, synth, n_samples=n_samples,
                           attack=attack).run(qs)
             reqs = srv.requests[n:]
-            draws = [b for b in reqs if _kind(b) == "text"]
-            synths = [b for b in reqs if _kind(b) == "synthesis"]
+            draws = [b for b in reqs if request_kind(b) == "text"]
+            synths = [b for b in reqs if request_kind(b) == "synthesis"]
             assert len(draws) == 2 * n_samples and len(synths) == 2
             for i in range(2):
                 mine = [b for b in draws if _question_number(b) == i]
                 # draw d is sent with seed 40 + d: n_samples distinct requests per question
                 assert sorted(b["seed"] for b in mine) == [40 + d for d in range(n_samples)]
                 assert len({json.dumps(b, sort_keys=True) for b in mine}) == n_samples
-            assert all(_has_role(b) == attack for b in draws)
+            assert all(has_role(b) == attack for b in draws)
             if attack:
                 for b in draws:
                     gold = LETTERS[_question_number(b) % 4]
                     assert f'the correct answer is "{gold}"' in b["messages"][0]["content"]
-            assert not any(_has_role(b) for b in synths)
+            assert not any(has_role(b) for b in synths)
             for b in synths:                  # the draws, in draw order, are what it combines
                 i = _question_number(b)
                 assert _responses(b) == [f"sampled {40 + d} for q{i}" for d in range(n_samples)]
@@ -278,8 +268,8 @@ def test_self_moa_samples_per_question_shift_the_seed():
     with FakeServer() as srv:
         run = SelfMoA(_runtime(srv), _seat("sampler", 40), _seat("synth", 50, 0.0), n_samples=2,
                       samples=2).run(_questions(1))
-        seeds = sorted(b["seed"] for b in srv.requests if _kind(b) == "text")
-        synth_seeds = sorted(b["seed"] for b in srv.requests if _kind(b) == "synthesis")
+        seeds = sorted(b["seed"] for b in srv.requests if request_kind(b) == "text")
+        synth_seeds = sorted(b["seed"] for b in srv.requests if request_kind(b) == "synthesis")
     assert [r.task_id for r in run.records] == ["q0", "q0#s1"]
     # seed = seat seed + 1000 * sample + draw
     assert seeds == [40, 41, 1040, 1041] and synth_seeds == [50, 1050]
@@ -289,7 +279,7 @@ def test_self_moa_draws_without_a_seed_are_still_distinct_calls():
     with FakeServer() as srv:
         run = SelfMoA(_runtime(srv), _seat("sampler", None), _seat("synth", None, 0.0),
                       n_samples=4).run(_questions(1))
-        draws = [b for b in srv.requests if _kind(b) == "text"]
+        draws = [b for b in srv.requests if request_kind(b) == "text"]
     # the same body four times (no seed to vary), but the cache key tells the draws apart:
     # each draw is its own upstream call, none served as another's reply
     assert len(draws) == 4 and len({json.dumps(b, sort_keys=True) for b in draws}) == 1
@@ -300,7 +290,7 @@ def test_self_moa_draws_without_a_seed_are_still_distinct_calls():
 # --------------------------------------------------------------------------- the synthesizer
 def _synth_says(reply):
     def responder(body):
-        return reply(body) if _kind(body) == "synthesis" else None
+        return reply(body) if request_kind(body) == "synthesis" else None
     return responder
 
 
@@ -373,9 +363,9 @@ def test_moa_on_traces_reruns_from_the_cache_and_replays(tmp_path):
 
 
 def _prose_synthesis(body):
-    if _kind(body) == "synthesis":
+    if request_kind(body) == "synthesis":
         return "The responses pull every way; I will not commit."
-    if _kind(body) == "verdict":
+    if request_kind(body) == "verdict":
         return json.dumps({"verdict": "NONE"})
     return None
 
@@ -389,11 +379,11 @@ def test_rho_never_reaches_the_judge():
         own = MoA(_runtime(srv), _seat("synth", 50, 0.0), attack=True, judge=judge,
                   own_proposers=[_seat(f"p{i}", 10 + i) for i in range(3)]).run(qs)
         reqs = list(srv.requests)
-    verdicts = [b for b in reqs if _kind(b) == "verdict"]
+    verdicts = [b for b in reqs if request_kind(b) == "verdict"]
     assert len(verdicts) == 4                               # every synthesis is prose: judged
-    assert not any(_has_role(b) for b in verdicts)
-    assert not any(_has_role(b) for b in reqs if _kind(b) == "synthesis")
-    assert sum(_has_role(b) for b in reqs if _kind(b) == "text") == 2 * 2 + 2 * 2
+    assert not any(has_role(b) for b in verdicts)
+    assert not any(has_role(b) for b in reqs if request_kind(b) == "synthesis")
+    assert sum(has_role(b) for b in reqs if request_kind(b) == "text") == 2 * 2 + 2 * 2
     assert len(smoa.judge_ledger()) == len(own.judge_ledger()) == 2
     assert all(r.answer is None for r in smoa.records + own.records)
 
@@ -402,7 +392,7 @@ def test_self_moa_attack_on_an_unlabeled_question():
     with FakeServer() as srv:
         run = SelfMoA(_runtime(srv), _seat("sampler", 40), _seat("synth", 50, 0.0),
                       n_samples=2, attack=True).run([Question("u", "Which?", ("x", "y"))])
-        draws = [b for b in srv.requests if _kind(b) == "text"]
-    assert len(draws) == 2 and all(_has_role(b) for b in draws)
+        draws = [b for b in srv.requests if request_kind(b) == "text"]
+    assert len(draws) == 2 and all(has_role(b) for b in draws)
     assert not any("the correct answer is" in b["messages"][0]["content"] for b in draws)
     assert run.gamma == 1.0 and run.parse["accuracy_committed"] is None
