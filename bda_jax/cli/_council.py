@@ -1,5 +1,5 @@
-"""``bda council run``, ``bda council method`` and ``bda council attack``: live councils, the
-LLM-based methods and the fair attack study against OpenAI-compatible endpoints."""
+"""``bda council run``, ``method``, ``attack`` and ``ensemble``: live councils, the LLM-based
+methods, the fair attack study and the DASE ensemble against OpenAI-compatible endpoints."""
 from __future__ import annotations
 
 import contextlib
@@ -206,3 +206,73 @@ def council_attack(
     typer.echo(f"adversaries: {', '.join(study.adversaries)} (k = {study.k}); files in {out}")
     for cond, led in study.council.items():
         typer.echo(f"{cond} council: {_ledger_line(led)}")
+
+
+@council_app.command("ensemble")
+@handled
+def council_ensemble(
+    questions: Path = typer.Argument(..., help="Question set (JSON Lines)."),
+    config: Path = typer.Option(..., "--config", help="Council config (TOML): the seats are "
+                                                      "the workers."),
+    out: Path = typer.Option(..., "--out", help="History to write (the DASE history format); "
+                                                "traces and manifest go beside it."),
+    rule: str = typer.Option("spatial", "--rule", help="spatial, heuristic, calibrated, fixed "
+                                                       "(Debate) or none (SC-k / IM-SC)."),
+    W: int = typer.Option(4, "--W", help="Arena half-width (spatial)."),
+    k: int = typer.Option(2, "--k", help="Streak length (heuristic)."),
+    L: int = typer.Option(15, "--L", help="The runway: at most L rounds."),
+    rounds: int = typer.Option(1, "--rounds", help="Rounds of the fixed and none rules."),
+    empty_g: float = typer.Option(0.0, "--empty-g", help="The arena's score of an all-empty "
+                                                         "round (0.5 reproduces the released "
+                                                         "logs)."),
+    threshold: float = typer.Option(0.9, "--threshold", help="Posterior to stop at "
+                                                             "(calibrated)."),
+    bandwidth: str = typer.Option("sparse", "--bandwidth", help="What later rounds see: sparse "
+                                                                "(answers), dense (cut "
+                                                                "responses) or none."),
+    dense_chars: int = typer.Option(600, "--dense-chars", help="Characters of each response "
+                                                               "a dense round shows."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="N samples of the first seat "
+                                                                  "instead of the seats."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Per-call output "
+                                                                        "budget."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
+                                                               "OUT.cache.sqlite)."),
+    replay_only: bool = _replay_only_option(),
+    no_cache: bool = _no_cache_option(),
+    local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
+                                                      "small local model (plumbing only)."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
+) -> None:
+    """A live re-answering ensemble ([DASE]) with its stopping rule in the loop."""
+    check_out_path(out, "--out")
+    check_out_path(cache, "--cache")
+    mode = _cache_mode(replay_only, no_cache)
+    from ..council import EnsembleSettings, run_ensemble_files
+
+    settings = EnsembleSettings(rule=rule, W=W, k=k, L=L, rounds=rounds, empty_g=empty_g,
+                                threshold=threshold, bandwidth=bandwidth,
+                                dense_chars=dense_chars, max_tokens=max_tokens)
+    with contextlib.ExitStack() as stack:
+        bar = None
+
+        def report(done, total, ledger):
+            nonlocal bar
+            if bar is None:
+                bar = stack.enter_context(progress_bar(progress and not json_out, "ensemble",
+                                                       total=total))
+            bar.report(f"problems {done}/{total} · calls {ledger['calls']} · cached "
+                       f"{ledger['cached']}", done, total)
+
+        summary = run_ensemble_files(questions, config, out, local=local, settings=settings,
+                                     workers=workers, cache_path=cache, cache_mode=mode,
+                                     progress=report)
+    if json_out:
+        emit_json({"command": "council ensemble", **summary.to_json()})
+        return
+    typer.echo(f"{summary.n_problems} problems written to {summary.out} (traces "
+               f"{summary.traces}, manifest {summary.manifest})")
+    typer.echo(f"{summary.inferences} inferences; commits: "
+               + ", ".join(f"{k} {v}" for k, v in summary.commits.items()))
+    typer.echo(_ledger_line(summary.ledger))

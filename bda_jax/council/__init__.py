@@ -68,3 +68,11 @@ __all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMet
             "make_method", "METHOD_PROMPT_VERSION", "ATTACK_KIND", "DEFAULT_ATTACK_ARMS",
             "AttackStudy", "attack_table", "plot_attack", "run_attack", "run_attack_files",
             "read_method_inputs", "run_method_files"]
+# --- live protocols: the DASE ensemble ([DASE] §3-4, Appendix H) ---
+from ._ensemble import (BANDWIDTHS, ENSEMBLE_PROMPT_VERSION, ENSEMBLE_RULES,  # noqa: E402
+                        EnsembleSettings, EnsembleSummary, ensemble_workers,
+                        extract_worker_answer, run_ensemble, run_ensemble_files, worker_messages)
+
+__all__ += ["BANDWIDTHS", "ENSEMBLE_PROMPT_VERSION", "ENSEMBLE_RULES", "EnsembleSettings",
+            "EnsembleSummary", "ensemble_workers", "extract_worker_answer", "run_ensemble",
+            "run_ensemble_files", "worker_messages"]

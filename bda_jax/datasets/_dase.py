@@ -225,14 +225,15 @@ class DaseRecord(NamedTuple):
     record: dict
 
 
-def read_dase_history(path, *, n: int = 5, benchmark: str | None = None
+def read_dase_history(path, *, n: int | None = 5, benchmark: str | None = None
                       ) -> Iterator[DaseRecord]:
     """Read a DASE history file (``safe_DASE_*_History_*.jsonl`` or ``*_Forensics_*``), one
     :class:`DaseRecord` per line, lazily.
 
     Every record must be a JSON object with a non-negative integer ``idx`` (unique in the file)
     and a non-empty ``history`` list whose rounds are objects with ``norms``, a list of ``n``
-    answer strings, and (optionally) ``step`` counting 1, 2, ... The benchmark is ``benchmark``
+    answer strings (``n=None``: as many as the file's first round has, e.g. a live ensemble of
+    other than five workers), and (optionally) ``step`` counting 1, 2, ... The benchmark is ``benchmark``
     if given, else read from the first record's ``category`` (``GPQA ...``) or the file name.
     Malformed records raise :class:`bda_jax.DataError` naming file, line, idx (as task id) and
     field; a file without any record raises too.
@@ -266,6 +267,8 @@ def read_dase_history(path, *, n: int = 5, benchmark: str | None = None
                 raise DataError(f"step {step['step']!r} where {t + 1} was expected (steps "
                                 "must count 1, 2, ...)", field=fld + ".step", **where)
             norms = step.get("norms")
+            if n is None and isinstance(norms, list) and norms:
+                n = len(norms)
             if not isinstance(norms, list) or len(norms) != n:
                 raise DataError(f"'norms' must be a list of {n} answers",
                                 field=fld + ".norms", **where)

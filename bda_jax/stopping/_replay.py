@@ -34,18 +34,19 @@ class HistoryBatch(NamedTuple):
     logged: tuple
 
 
-def load_history_batch(path, *, normalize: bool = False, n: int = 5) -> HistoryBatch:
+def load_history_batch(path, *, normalize: bool = False, n: int | None = None) -> HistoryBatch:
     """Read a ``safe_DASE_*_History_*.jsonl`` / ``*_Forensics_*`` file into one batch.
 
-    Each line's ``history[t]["norms"]`` (n answers) is round t+1; answers are encoded by
+    Each line's ``history[t]["norms"]`` (n answers; ``n=None``: the first round's count, five
+    in the released logs) is round t+1; answers are encoded by
     :func:`encode_answers`. The file is read by :func:`bda_jax.datasets.read_dase_history`:
     malformed records raise :class:`DataError` naming file, line, idx and field.
     """
     path = Path(path)
     records = list(read_dase_history(path, n=n))
     bench = records[0].benchmark
-    batch = encode_answers([r.rounds for r in records], n=n, normalize=normalize,
-                           benchmark=bench)
+    batch = encode_answers([r.rounds for r in records], n=len(records[0].rounds[0]),
+                           normalize=normalize, benchmark=bench)
     return HistoryBatch(batch, tuple(r.idx for r in records), bench, dase_file_settings(path),
                         tuple(r.record for r in records))
 

@@ -28,7 +28,7 @@ ALLOWED = {
     "models": {"_core", "crowd"},
     "stopping": {"_core", "metrics", "datasets"},
     "adversarial": {"_core", "metrics", "aggregators", "simulate"},
-    "council": {"_core", "datasets", "metrics", "aggregators"},
+    "council": {"_core", "datasets", "metrics", "aggregators", "stopping", "audit"},
     "report": {"_core", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
                "stopping", "audit", "bda_jax"},
     "cli": {"bda_jax", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
