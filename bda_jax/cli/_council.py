@@ -276,3 +276,49 @@ def council_ensemble(
     typer.echo(f"{summary.inferences} inferences; commits: "
                + ", ".join(f"{k} {v}" for k, v in summary.commits.items()))
     typer.echo(_ledger_line(summary.ledger))
+
+
+@council_app.command("compare")
+@handled
+def council_compare(
+    questions: Path = typer.Argument(..., help="Question set with gold (JSON Lines)."),
+    config: Path = typer.Option(..., "--config", help="Council config (TOML): the seats are "
+                                                      "the workers."),
+    out: Path = typer.Option(..., "--out", help="Directory: one history per run, "
+                                                "compare.json, compare.md, compare.png."),
+    max_rounds: int = typer.Option(6, "--max-rounds", help="Largest baseline budget, in rounds "
+                                                           "of n inferences."),
+    W: str = typer.Option("4", "--W", help="Comma-separated DASE arena sizes."),
+    L: int = typer.Option(15, "--L", help="DASE's runway."),
+    dense_chars: int = typer.Option(600, "--dense-chars", help="Debate-Dense injection length."),
+    empty_g: float = typer.Option(0.0, "--empty-g", help="The arena's all-empty round score."),
+    seed: int = typer.Option(0, "--seed", help="The routing gap's bootstrap."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Reply cache (SQLite; default "
+                                                               "OUT/cache.sqlite)."),
+    replay_only: bool = _replay_only_option(),
+    local: bool = typer.Option(False, "--local", help="Point every endpoint at the bundled "
+                                                      "small local model (plumbing only)."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
+) -> None:
+    """SC-k, IM-SC, Debate-Dense, Debate-Sparse and DASE at matched inference budgets."""
+    check_out_path(cache, "--cache")
+    try:
+        arenas = [int(x) for x in W.split(",") if x.strip()]
+    except ValueError:
+        raise DataError(f"--W must be comma-separated integers, got {W!r}", field="--W") from None
+    if not arenas:
+        raise DataError("--W names no arena size", field="--W")
+    from ..council import comparison_table, run_comparison_files
+
+    with progress_bar(progress and not json_out, "comparison") as bar:
+        result = run_comparison_files(questions, config, out, local=local, max_rounds=max_rounds,
+                                      W=arenas, L=L, dense_chars=dense_chars, empty_g=empty_g,
+                                      seed=seed, cache_path=cache,
+                                      cache_mode="replay" if replay_only else "record",
+                                      progress=lambda stage: bar.report(stage, 0, None))
+    if json_out:
+        emit_json({"command": "council compare", **result.to_json()})
+        return
+    typer.echo(comparison_table(result), nl=False)
+    typer.echo(f"files in {out}")

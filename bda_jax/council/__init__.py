@@ -51,7 +51,8 @@ __all__ += ["INSTALL_HINT", "LOCAL_MODEL_NAME", "LocalModelError", "LocalServer"
 from ._dfquad import dfquad_strengths  # noqa: E402
 from ._methods import (METHOD_RUN_KIND, Caller, Evidence, LLMMethod, MethodAnswer,  # noqa: E402
                        MethodRecord, MethodRun, MethodTask, Runtime,
-                       answer_proba, read_method_run, tasks_from_questions, tasks_from_traces)
+                       answer_proba, derived_seed, read_method_run, tasks_from_questions,
+                       tasks_from_traces)
 from ._judge import Judge, commitment, json_object, match_candidate  # noqa: E402
 from ._moa import MoA, SelfMoA  # noqa: E402
 from ._argllms import ArgLLMs, read_strength  # noqa: E402
@@ -62,7 +63,7 @@ from ._attack import (ATTACK_KIND, DEFAULT_ATTACK_ARMS, AttackStudy, attack_tabl
 
 __all__ += ["dfquad_strengths", "METHOD_RUN_KIND", "Caller", "Evidence", "LLMMethod",
             "MethodAnswer", "MethodRecord", "MethodRun", "MethodTask",
-            "Runtime", "answer_proba", "read_method_run", "tasks_from_questions",
+            "Runtime", "answer_proba", "derived_seed", "read_method_run", "tasks_from_questions",
             "tasks_from_traces", "Judge", "commitment", "json_object", "match_candidate", "MoA",
             "SelfMoA", "ArgLLMs", "read_strength", "METHODS",
             "make_method", "METHOD_PROMPT_VERSION", "ATTACK_KIND", "DEFAULT_ATTACK_ARMS",
@@ -76,3 +77,8 @@ from ._ensemble import (BANDWIDTHS, ENSEMBLE_PROMPT_VERSION, ENSEMBLE_RULES,  # 
 __all__ += ["BANDWIDTHS", "ENSEMBLE_PROMPT_VERSION", "ENSEMBLE_RULES", "EnsembleSettings",
             "EnsembleSummary", "ensemble_workers", "extract_worker_answer", "run_ensemble",
             "run_ensemble_files", "worker_messages"]
+from ._compare import (COMPARE_KIND, ComparisonResult, comparison_table,  # noqa: E402
+                       plot_comparison, run_comparison, run_comparison_files)
+
+__all__ += ["COMPARE_KIND", "ComparisonResult", "comparison_table", "plot_comparison",
+            "run_comparison", "run_comparison_files"]

@@ -25,7 +25,7 @@ Output: ``out`` in the DASE history format that :func:`bda_jax.datasets.read_das
 :func:`bda_jax.stopping.replay_history` read (per problem ``idx``, ``task_id``, ``category``,
 ``gold``, ``cert`` with the live decision — ``consensus``, ``commit_reason``, ``steps``,
 ``final_x`` — and ``history`` rounds with ``step``, ``norms``, ``g``, ``x`` / ``streak``,
-``tokens``), ``<out>.traces.jsonl`` (every worker's answer of every round as a propose move, for
+``tokens`` and each worker's ``worker_tokens``), ``<out>.traces.jsonl`` (every worker's answer of every round as a propose move, for
 ``tally`` and BDA), and ``<out>.manifest.json``. Replaying the history under the same rule, W or
 k, L and ``empty_g`` reproduces every live decision: the live loop runs the same step functions.
 """
@@ -290,7 +290,8 @@ async def _problem(caller: Caller, q: Question, idx: int, workers, s: EnsembleSe
         stop, cert, extra = rule.update(norms)
         history.append({"step": t, "norms": [a if a is not None else "empty" for a in norms],
                         **extra, "tokens": sum(r.prompt_tokens + r.completion_tokens
-                                               for r in replies)})
+                                               for r in replies),
+                        "worker_tokens": [r.prompt_tokens + r.completion_tokens for r in replies]})
         if stop:
             break
     rec = {"idx": idx, "task_id": q.task_id, "category": "bda_jax live ensemble",

@@ -28,6 +28,7 @@ confidence ``1/K`` ([BDA] Appendix D.3, "genuine non-commitments stay wrong").
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -55,7 +56,7 @@ from ._method_prompts import METHOD_PROMPT_VERSION
 from ._questions import Question
 
 __all__ = ["Runtime", "MethodTask", "Evidence", "MethodAnswer", "MethodRecord", "MethodRun",
-           "LLMMethod", "Caller", "answer_proba", "tasks_from_traces",
+           "LLMMethod", "Caller", "derived_seed", "answer_proba", "tasks_from_traces",
            "tasks_from_questions", "read_method_run", "METHOD_RUN_KIND", "NEAR_CONSTANT_SD"]
 
 METHOD_RUN_KIND = "bda_jax.method_run"
@@ -351,17 +352,30 @@ def tasks_from_questions(questions: Sequence[Question], samples: int = 1) -> lis
     return out
 
 
+def derived_seed(seed: int | None, sample: int, draw: int) -> int | None:
+    """The request seed of draw ``draw`` of sample ``sample`` from a seat's ``seed``: the seed
+    itself for the first draw of sample 0, else the first 31 bits of SHA-256 of the JSON text
+    ``[seed, sample, draw]`` (so the draws of different seats, samples and rounds never share a
+    seed, whatever the seats' own seeds); ``None`` without a seed."""
+    if seed is None:
+        return None
+    if sample == 0 and draw == 0:
+        return int(seed)
+    text = json.dumps([int(seed), int(sample), int(draw)], separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:4], "big") >> 1
+
+
 class Caller:
     """The calls of one method run: :meth:`chat` builds the :class:`ChatRequest` of a seat
-    (endpoint, model, temperature, max tokens; seed ``seat.seed + 1000 * sample + draw``) and
-    sends it through the cached, counted client under a channel name."""
+    (endpoint, model, temperature, max tokens; seed :func:`derived_seed`) and sends it through
+    the cached, counted client under a channel name."""
 
     def __init__(self, client: CouncilClient):
         self.client = client
 
     async def chat(self, seat: Seat, messages: Sequence[dict], *, task: MethodTask, channel: str,
                    schema: dict | None = None, draw: int = 0) -> ChatReply:
-        seed = None if seat.seed is None else seat.seed + 1000 * task.sample + draw
+        seed = derived_seed(seat.seed, task.sample, draw)
         req = ChatRequest(endpoint=seat.endpoint, model=seat.model, messages=tuple(messages),
                           temperature=seat.temperature, seed=seed, schema=schema,
                           sample=task.sample, max_tokens=seat.max_tokens, draw=draw)

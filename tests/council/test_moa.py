@@ -2,6 +2,7 @@
 wiring of [BDA] Eq. 8 / Table 4 as seen in the request bodies the server received: rho reaches
 the council seats that play it (MoA reads their traces), every Self-MoA sampler draw under
 attack, the attacked own proposers, and never a synthesizer or judge request."""
+import hashlib
 import json
 import re
 
@@ -246,8 +247,9 @@ def test_self_moa_draws_and_the_attack_on_every_draw(n_samples):
             assert len(draws) == 2 * n_samples and len(synths) == 2
             for i in range(2):
                 mine = [b for b in draws if _question_number(b) == i]
-                # draw d is sent with seed 40 + d: n_samples distinct requests per question
-                assert sorted(b["seed"] for b in mine) == [40 + d for d in range(n_samples)]
+                # draw d is sent with its own seed: n_samples distinct requests per question
+                assert sorted(b["seed"] for b in mine) == sorted(_seed(40, 0, d)
+                                                                 for d in range(n_samples))
                 assert len({json.dumps(b, sort_keys=True) for b in mine}) == n_samples
             assert all(has_role(b) == attack for b in draws)
             if attack:
@@ -257,7 +259,8 @@ def test_self_moa_draws_and_the_attack_on_every_draw(n_samples):
             assert not any(has_role(b) for b in synths)
             for b in synths:                  # the draws, in draw order, are what it combines
                 i = _question_number(b)
-                assert _responses(b) == [f"sampled {40 + d} for q{i}" for d in range(n_samples)]
+                assert _responses(b) == [f"sampled {_seed(40, 0, d)} for q{i}"
+                                         for d in range(n_samples)]
             assert run.gamma == (1.0 if attack else 0.0)
             assert all(r.evidence == n_samples for r in run.records)
             assert run.channels["sampler"]["calls"] == 2 * n_samples
@@ -271,8 +274,27 @@ def test_self_moa_samples_per_question_shift_the_seed():
         seeds = sorted(b["seed"] for b in srv.requests if request_kind(b) == "text")
         synth_seeds = sorted(b["seed"] for b in srv.requests if request_kind(b) == "synthesis")
     assert [r.task_id for r in run.records] == ["q0", "q0#s1"]
-    # seed = seat seed + 1000 * sample + draw
-    assert seeds == [40, 41, 1040, 1041] and synth_seeds == [50, 1050]
+    assert seeds == sorted(_seed(40, s, d) for s in (0, 1) for d in (0, 1))
+    assert synth_seeds == sorted([50, _seed(50, 1, 0)])
+
+
+def _seed(seed, sample, draw):
+    """The request seed, derived by hand: the seat's own for draw 0 of sample 0, else 31 bits
+    of SHA-256 of "[seed,sample,draw]"."""
+    if sample == 0 and draw == 0:
+        return seed
+    text = f"[{seed},{sample},{draw}]".encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
+
+
+def test_draw_seeds_of_consecutive_seats_never_collide():
+    # seats seeded 0, 1, 2 drawing rounds 0..3: with "seed + draw" seat 0's second draw would
+    # reuse seat 1's first seed
+    seeds = [_seed(s, 0, d) for s in range(3) for d in range(4)]
+    assert len(set(seeds)) == len(seeds)
+    from bda_jax.council import derived_seed
+    assert [derived_seed(s, 0, d) for s in range(3) for d in range(4)] == seeds
+    assert derived_seed(None, 3, 3) is None
 
 
 def test_self_moa_draws_without_a_seed_are_still_distinct_calls():
