@@ -85,3 +85,28 @@ def test_local_model_runs_every_llm_method_end_to_end(tmp_path):
     assert set(runs["argllms", False].channels) == {"generator", "evaluator"}
     assert again.ledger["cached"] == again.ledger["calls"]
     assert again.records == runs["argllms", False].records
+
+
+def test_local_model_runs_the_dase_ensemble(tmp_path):
+    """The live ensemble on the real local model: the spatial arena decides in the loop, the
+    history replays to the same decision, the traces feed tally. Plumbing only."""
+    from bda_jax.council import (CouncilConfig, Endpoint, EnsembleSettings, Question, Seat,
+                                 local_server, run_ensemble)
+    from bda_jax.stopping import replay_history
+    q = [Question("sum", "What is 2 + 3?", ("4", "5", "6"), "5")]
+    with local_server() as server:
+        cfg = CouncilConfig(endpoints={"local": Endpoint("local", server.base_url,
+                                                         max_concurrency=2, timeout_s=120)},
+                            seats=(Seat("w", "local", server.model, 0.7, 1, max_tokens=24),))
+        out = tmp_path / "h.jsonl"
+        summary = run_ensemble(q, cfg, out, workers=3,
+                               settings=EnsembleSettings(rule="spatial", W=1, L=2))
+    (live,) = [json.loads(line) for line in open(out)]
+    (replayed,) = replay_history(out, rule="spatial", W=1, L=2)
+    assert (replayed.commit, replayed.steps) == (live["cert"]["commit_reason"],
+                                                 live["cert"]["steps"])
+    assert summary.inferences == 3 * live["cert"]["steps"]
+    said = sum(a != "empty" for h in live["history"] for a in h["norms"])
+    if said:                                    # a trace holds the answers the workers gave
+        (trace,) = bda.read_traces(f"{out}.traces.jsonl")
+        assert len(trace.moves) == said
