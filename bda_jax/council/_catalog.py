@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Sequence
 
 from .._core.errors import DataError
@@ -20,13 +21,16 @@ METHODS = {"moa": True, "moa-lite": True, "self-moa": False, "argllms": False}
 
 def make_method(name: str, config: CouncilConfig, runtime: Runtime | None = None, *,
                 attack: bool = False, adversaries: Sequence[str] = (), seed: int | None = None,
-                proposers: Sequence[str] | None = None) -> LLMMethod:
+                proposers: Sequence[str] | None = None,
+                own_proposers: bool = False) -> LLMMethod:
     """The method ``name`` with the models of ``config.methods`` (defaults:
     :class:`~bda_jax.council.MethodsConfig`) and calls going to ``runtime`` (default: the
     config's endpoints and prices, an in-memory cache). ``attack`` applies rho inside ``Gen``
     (Self-MoA, ArgLLMs; a council reader is attacked through its traces, and ``adversaries``
     names the seats that played rho there, for gamma). ``proposers``: the seats MoA reads
-    (default: the first three, two for MoA-Lite). ``seed``: default the config's."""
+    (default: the first three, two for MoA-Lite). ``own_proposers``: MoA runs the config's
+    seats as its own proposers on the questions (a non-reading MoA; under ``attack`` the last
+    two play rho) instead of reading traces. ``seed``: default the config's."""
     if name not in METHODS:
         raise DataError(f"unknown method {name!r}; expected one of {list(METHODS)}",
                         field="methods")
@@ -38,9 +42,13 @@ def make_method(name: str, config: CouncilConfig, runtime: Runtime | None = None
     synthesizer = m.seat("synthesizer", seats)
     if name in ("moa", "moa-lite"):
         n = 3 if name == "moa" else 2
+        own = None
+        if own_proposers:
+            chosen = [s for s in seats if proposers is None or s.name in proposers][:n]
+            own = [replace(s, role="honest") for s in chosen]
         return MoA(runtime, synthesizer, n_proposers=n, adversaries=adversaries,
-                   proposers=None if proposers is None else tuple(proposers)[:n],
-                   seed=seed, judge=judge, name=name)
+                   proposers=None if proposers is None or own else tuple(proposers)[:n],
+                   own_proposers=own, attack=attack, seed=seed, judge=judge, name=name)
     if name == "self-moa":
         return SelfMoA(runtime, m.seat("sampler", seats), synthesizer, n_samples=m.samples,
                        attack=attack, seed=seed, judge=judge)
@@ -71,8 +79,8 @@ def run_method_files(name: str, inputs, config, out, *, attack: bool = False,
                      adversaries: Sequence[str] = (), cache_path=None, cache_mode: str = "record",
                      local: bool = False, progress=None):
     """``bda council method``: read ``inputs`` (:func:`read_method_inputs`) and the config,
-    build the method (:func:`make_method`; with ``local``, every endpoint points at the bundled
-    local model), run it and write the :class:`~bda_jax.council.MethodRun` to ``out``
+    build the method (:func:`make_method`; MoA on a question set runs the config's seats as its
+    own proposers; with ``local``, every endpoint points at the bundled local model), run it and write the :class:`~bda_jax.council.MethodRun` to ``out``
     (reply cache default ``<out>.cache.sqlite``). An ``out`` that is an input is refused."""
     from ._config import read_config
     from ._methods import Runtime
@@ -82,16 +90,14 @@ def run_method_files(name: str, inputs, config, out, *, attack: bool = False,
             raise DataError(f"--out {out} is the {what} file: refusing to overwrite an input",
                             file=out, field="out")
     kind, items = read_method_inputs(inputs)
-    if kind == "questions" and METHODS.get(name):
-        raise DataError(f"{name} reads the council: give it the traces of a council run",
-                        file=os.fspath(inputs), field="inputs")
     cfg = read_config(config)
     cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
         else cache_path
 
     def go(cfg):
         runtime = Runtime.from_config(cfg, cache_path=cache_path, cache_mode=cache_mode)
-        method = make_method(name, cfg, runtime, attack=attack, adversaries=adversaries)
+        method = make_method(name, cfg, runtime, attack=attack, adversaries=adversaries,
+                             own_proposers=kind == "questions" and METHODS[name])
         return method.run(items, out=out, progress=progress)
     if not local:
         return go(cfg)

@@ -135,8 +135,11 @@ def test_cli_method_and_evaluate_with_a_stored_run(tmp_path):
         assert run("council", "run", str(q), "--config", str(c), "--out", str(traces),
                    "--no-progress").returncode == 0
         r = run("council", "method", "moa", str(q), "--config", str(c), "--out",
-                str(tmp_path / "m.json"))
-        assert r.returncode == 2 and "reads the council" in r.stderr     # needs traces
+                str(tmp_path / "own.json"), "--attack", "--json", "--no-progress")
+        assert r.returncode == 0, r.stderr        # on questions: the seats as own proposers
+        own = json.loads(r.stdout)
+        assert own["reads_council"] is False and own["gamma"] == pytest.approx(2 / 3)
+        assert own["ledger"]["calls"] == 6 * (3 + 1)
         r = run("council", "method", "moa", str(traces), "--config", str(c), "--out",
                 str(tmp_path / "m.json"), "--json", "--no-progress")
         assert r.returncode == 0, r.stderr
