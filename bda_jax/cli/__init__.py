@@ -1,6 +1,6 @@
 """The ``bda`` command line: the app and shared helpers in ``_app``, one module per command
 group; a command parses its options, calls one library function and formats the result."""
-from . import _audit, _council, _demo, _models, _stop, _studies  # noqa: F401  (each registers its commands)
+from . import _audit, _broadcast, _council, _demo, _models, _stop, _studies  # noqa: F401  (each registers its commands)
 from ._app import app, main
 
 __all__ = ["app", "main"]

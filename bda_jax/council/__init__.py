@@ -82,3 +82,10 @@ from ._compare import (COMPARE_KIND, ComparisonResult, comparison_table,  # noqa
 
 __all__ += ["COMPARE_KIND", "ComparisonResult", "comparison_table", "plot_comparison",
             "run_comparison", "run_comparison_files"]
+# --- live protocols: the confidence-routed broadcast ([Audit] Fig. 1, Tables 7-8) ---
+from ._broadcast import (BROADCAST_MANIFEST_KIND, BROADCAST_ROUTERS, BroadcastSummary,  # noqa: E402
+                         route_floor, run_broadcast, run_broadcast_files)
+from ._broadcast_prompts import BROADCAST_PROMPT_VERSION, ConfidenceScale  # noqa: E402
+
+__all__ += ["BROADCAST_MANIFEST_KIND", "BROADCAST_ROUTERS", "BroadcastSummary", "route_floor",
+            "run_broadcast", "run_broadcast_files", "BROADCAST_PROMPT_VERSION", "ConfidenceScale"]

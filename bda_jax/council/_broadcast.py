@@ -398,6 +398,7 @@ def _poll_parser(question: Question, scale: ConfidenceScale):
             score = scale.check(obj["score"])
         except ValueError as err:
             raise _Unusable(str(err)) from None
+        score = int(score) if scale.integer else score
         answer = None
         if obj["has_candidate_answer"]:
             answer = _canon(obj["candidate_answer"], question)
@@ -420,6 +421,24 @@ def _eval_parser(text: str) -> dict:
     return {"verdict": verdict, "hint": " ".join(obj["hint"].split())}
 
 
+def _where(question: Question, samples: int, question_file: str | None) -> dict:
+    """The ``tier`` and ``cluster`` keys of a problem's poll lines: the question's ``tier``
+    (an extra key of the question set: a non-empty string or an integer) and ``cluster`` (with
+    several samples and no cluster, the question's id, so its samples resample together)."""
+    out: dict = {}
+    tier = question.extra.get("tier")
+    if tier is not None:
+        if isinstance(tier, bool) or not isinstance(tier, (str, int)) or not str(tier).strip():
+            raise DataError(f"tier must be a non-empty string or an integer, got {tier!r}",
+                            file=question_file, task_id=question.task_id, field="tier")
+        out["tier"] = tier
+    if question.cluster is not None:
+        out["cluster"] = question.cluster
+    elif samples > 1:
+        out["cluster"] = question.task_id
+    return out
+
+
 class _Problem:
     """The deliberation of one problem (module docstring), accumulating its log lines."""
 
@@ -431,17 +450,7 @@ class _Problem:
         perm = np.random.default_rng(label_seed(config.seed, question.task_id, sample)) \
             .permutation(len(config.seats))
         self.labels = {s.name: f"Agent {int(p) + 1}" for s, p in zip(config.seats, perm)}
-        self.where: dict = {}
-        tier = question.extra.get("tier")
-        if tier is not None:
-            if isinstance(tier, bool) or not isinstance(tier, (str, int)) or not str(tier).strip():
-                raise DataError(f"tier must be a non-empty string or an integer, got {tier!r}",
-                                file=question_file, task_id=question.task_id, field="tier")
-            self.where["tier"] = tier
-        if question.cluster is not None:
-            self.where["cluster"] = question.cluster
-        elif config.samples > 1:
-            self.where["cluster"] = question.task_id     # the samples of a question resample together
+        self.where = _where(question, config.samples, question_file)
         self.public: list[PublicMessage] = []
         self.notes: dict[str, list[str]] = {s.name: [] for s in config.seats}
         self.feedback: list[str] = []
@@ -493,7 +502,8 @@ class _Problem:
                 else "no answer"
             conf = "confidence not stated" if poll["stated_score"] is None else \
                 f"confidence {poll['stated_score']:g} on {st.scale.describe()}"
-            own = f"{answer}, {conf}."
+            own = f"{answer}, {conf}." + (f" Your reasoning then: {poll['reason']}"
+                                          if poll["reason"] else "")
         messages = speak_messages(
             q.question, q.candidates, label=self.labels[seat.name], seat=seat.name,
             when=turn_line(o, st.max_outer_rounds, t, st.turns), incumbent=self.incumbent,
@@ -618,7 +628,7 @@ async def _run(questions, config, st, out, cache, ledger, progress, question_fil
     client = CouncilClient(config.endpoints, cache, ledger)
     caller = Caller(client)
     tally = _Tally()
-    jobs = [_Problem(caller, config, st, q, s, tally, question_file)     # checks every question
+    jobs = [_Problem(caller, config, st, q, s, tally, question_file)
             for q in questions for s in range(config.samples)]
     results: list = [None] * len(jobs)
     gate = asyncio.Semaphore(TASK_CONCURRENCY)
@@ -741,6 +751,8 @@ def run_broadcast(questions: Sequence[Question], config: CouncilConfig, out, *,
                    max_outer_rounds=max_outer_rounds, turns=turns, note_threshold=note_threshold,
                    recent_window=recent_window, evaluator=evaluator, judge=judge,
                    speak_sees_poll=speak_sees_poll)
+    for q in questions:
+        _where(q, config.samples, question_file)          # every question checked before a call
     cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
         else cache_path
     ledger = Ledger(config.prices)

@@ -28,13 +28,16 @@ from .._core.errors import DataError
 from ._prompts import ROLE_HEAD, ROLE_TAIL
 
 __all__ = ["BROADCAST_PROMPT_VERSION", "ConfidenceScale", "PublicMessage", "REASON_MAX",
+           "INTENT_MAX",
            "MESSAGE_SHOWN_MAX", "poll_messages", "poll_schema", "speak_messages",
            "evaluator_messages", "evaluator_schema", "broadcast_reask", "transcript_lines",
            "turn_line"]
 
 BROADCAST_PROMPT_VERSION = "1"
-#: the longest poll reason asked for (characters)
+#: the longest poll reason and intent asked for (characters; the schema's ``maxLength``, so a
+#: grammar-constrained server closes the JSON in time; a longer reply is still used)
 REASON_MAX = 300
+INTENT_MAX = 150
 #: a public message is shown to later calls cut to this many characters (the log keeps it whole)
 MESSAGE_SHOWN_MAX = 1500
 
@@ -221,7 +224,8 @@ def poll_messages(question: str, candidates: Sequence[str] | None, *, label: str
         f'- "candidate_answer": your answer, {_answer_format(candidates)} (ignored when '
         'has_candidate_answer is false);',
         f'- "score": your confidence that your answer is correct, {scale.wording()};',
-        '- "intent": one sentence on what you would say if you get the floor.',
+        f'- "intent": one sentence (under {INTENT_MAX} characters) on what you would say if you '
+        'get the floor.',
         "", _goal(role, gold, held)])
     user = _problem_lines(question, candidates) + ["", when] + _context_lines(incumbent, feedback)
     if notes:
@@ -234,7 +238,8 @@ def poll_messages(question: str, candidates: Sequence[str] | None, *, label: str
 
 def poll_schema(candidates: Sequence[str] | None, scale: ConfidenceScale) -> dict:
     """JSON Schema of a poll reply (OpenAI strict structured outputs; the keys of [Audit] Table
-    7's poll contract): ``reason`` and ``intent`` strings, ``has_candidate_answer`` boolean,
+    7's poll contract): ``reason`` and ``intent`` strings (at most
+    :data:`REASON_MAX` and :data:`INTENT_MAX` characters), ``has_candidate_answer`` boolean,
     ``candidate_answer`` a string (an enum of the candidates when the question has them),
     ``score`` an integer or number bounded by the scale. Property order is generation order:
     the reason comes before the answer and the score."""
@@ -246,10 +251,10 @@ def poll_schema(candidates: Sequence[str] | None, scale: ConfidenceScale) -> dic
              "maximum": int(scale.high) if scale.integer else float(scale.high)}
     return {"title": "poll", "type": "object", "additionalProperties": False,
             "required": ["reason", "has_candidate_answer", "candidate_answer", "score", "intent"],
-            "properties": {"reason": {"type": "string"},
+            "properties": {"reason": {"type": "string", "maxLength": REASON_MAX},
                            "has_candidate_answer": {"type": "boolean"},
                            "candidate_answer": answer, "score": score,
-                           "intent": {"type": "string"}}}
+                           "intent": {"type": "string", "maxLength": INTENT_MAX}}}
 
 
 def speak_messages(question: str, candidates: Sequence[str] | None, *, label: str, seat: str,

@@ -110,3 +110,38 @@ def test_local_model_runs_the_dase_ensemble(tmp_path):
     if said:                                    # a trace holds the answers the workers gave
         (trace,) = bda.read_traces(f"{out}.traces.jsonl")
         assert len(trace.moves) == said
+
+
+def test_local_model_runs_the_broadcast_protocol(tmp_path):
+    """The live broadcast protocol ([Audit] Fig. 1) on the real local model: one question, two
+    agents, one outer round of one turn. The log passes the audit's reader, the floor went to the
+    argmax agent as recorded, and a rerun is served from the cache with the same log. Plumbing
+    only: nothing is asserted about the answers (a 135M model; a poll it truncates is logged
+    with its error, as any unusable reply is)."""
+    import numpy as np
+
+    from bda_jax import audit
+    from bda_jax.council import (CouncilConfig, Endpoint, Question, Seat, local_server,
+                                 run_broadcast)
+    q = [Question("cap", "What is the capital of France?", ("Paris", "Rome", "Berlin"), "Paris")]
+    with local_server() as server:
+        cfg = CouncilConfig(max_reasks=0,
+                            endpoints={"local": Endpoint("local", server.base_url,
+                                                         max_concurrency=2, timeout_s=120)},
+                            seats=tuple(Seat(f"s{i}", "local", server.model, 0.7, i + 1,
+                                             max_tokens=40) for i in range(2)))
+        kw = dict(turns=1, max_outer_rounds=1, evaluator="exact", cache_path=tmp_path / "c.sqlite")
+        out = tmp_path / "log.jsonl"
+        summary = run_broadcast(q, cfg, out, **kw)
+        again = run_broadcast(q, cfg, tmp_path / "again.jsonl", **kw)
+    log = audit.read_broadcast_log(out)                    # the audit's reader, default scale
+    assert (log.n_blocks, log.n_polls, log.n_speaks) == (1, 2, 1)
+    np.testing.assert_array_equal(log.selected, audit.runtime_argmax(log))
+    assert summary.ledger["calls"] == 3 and summary.ledger["completion_tokens"] > 0
+    assert summary.outcomes[0]["verdict"] in ("PASS", "FAIL")
+    assert again.ledger["cached"] == again.ledger["calls"] == 3
+
+    def strip(path):
+        return [{k: v for k, v in json.loads(x).items() if k not in ("latency_s", "cache_hit")}
+                for x in open(path)]
+    assert strip(out) == strip(tmp_path / "again.jsonl")
