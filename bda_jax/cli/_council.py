@@ -227,6 +227,14 @@ def council_ensemble(
                                                          "logs)."),
     threshold: float = typer.Option(0.9, "--threshold", help="Posterior to stop at "
                                                              "(calibrated)."),
+    prior_mean: float = typer.Option(0.6, "--prior-mean", help="Each worker's prior "
+                                                               "reliability (calibrated)."),
+    prior_strength: float = typer.Option(6.0, "--prior-strength",
+                                         help="Its Beta prior's strength (calibrated)."),
+    tau: float = typer.Option(0.5, "--tau", help="Posterior temperature (calibrated)."),
+    temperatures: str = typer.Option("0.2,0.4", "--temperatures",
+                                     help="Sampling temperature of round 1 and of later rounds "
+                                          "('seat': each seat's own)."),
     bandwidth: str = typer.Option("sparse", "--bandwidth", help="What later rounds see: sparse "
                                                                 "(answers), dense (cut "
                                                                 "responses) or none."),
@@ -251,9 +259,18 @@ def council_ensemble(
     mode = _cache_mode(replay_only, no_cache)
     from ..council import EnsembleSettings, run_ensemble_files
 
+    if temperatures.strip() == "seat":
+        temps = None
+    else:
+        try:
+            temps = tuple(float(x) for x in temperatures.split(","))
+        except ValueError:
+            raise DataError(f"--temperatures must be two numbers or 'seat', got "
+                            f"{temperatures!r}", field="--temperatures") from None
     settings = EnsembleSettings(rule=rule, W=W, k=k, L=L, rounds=rounds, empty_g=empty_g,
-                                threshold=threshold, bandwidth=bandwidth,
-                                dense_chars=dense_chars, max_tokens=max_tokens)
+                                threshold=threshold, mean=prior_mean, strength=prior_strength,
+                                tau=tau, bandwidth=bandwidth, dense_chars=dense_chars,
+                                temperatures=temps, max_tokens=max_tokens)
     with contextlib.ExitStack() as stack:
         bar = None
 
