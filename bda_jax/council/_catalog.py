@@ -48,7 +48,8 @@ def make_method(name: str, config: CouncilConfig, runtime: Runtime | None = None
             own = [replace(s, role="honest") for s in chosen]
         return MoA(runtime, synthesizer, n_proposers=n, adversaries=adversaries,
                    proposers=None if proposers is None or own else tuple(proposers)[:n],
-                   own_proposers=own, attack=attack, seed=seed, judge=judge, name=name)
+                   own_proposers=own, attack=attack and own is not None, seed=seed,
+                   judge=judge, name=name)     # a trace reader is attacked through its traces
     if name == "self-moa":
         return SelfMoA(runtime, m.seat("sampler", seats), synthesizer, n_samples=m.samples,
                        attack=attack, seed=seed, judge=judge)

@@ -107,6 +107,10 @@ class EnsembleSettings:
                 raise DataError(f"{name} must be an integer >= 1, got {v!r}", field=name)
         if self.rule in ("fixed", "none") and self.rounds > self.L:
             raise DataError(f"rounds ({self.rounds}) exceeds L ({self.L})", field="rounds")
+        if isinstance(self.empty_g, bool) or not isinstance(self.empty_g, (int, float)) \
+                or not 0.0 <= self.empty_g <= 1.0:
+            raise DataError(f"empty_g must be a number in [0, 1], got {self.empty_g!r}",
+                            field="empty_g")
         if not 0.0 < self.threshold <= 1.0 or not 0.0 < self.mean < 1.0 or self.strength <= 0 \
                 or self.tau <= 0:
             raise DataError("threshold must be in (0, 1], mean in (0, 1), strength and tau > 0",

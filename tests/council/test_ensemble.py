@@ -180,6 +180,9 @@ def test_bad_settings_and_inputs_are_refused(tmp_path):
         EnsembleSettings(bandwidth="wide")
     with pytest.raises(bda.DataError, match="W"):
         EnsembleSettings(W=0)
+    for bad in (-0.1, 1.5, float("nan"), "0.5", True):
+        with pytest.raises(bda.DataError, match="empty_g"):
+            EnsembleSettings(empty_g=bad)
     q = tmp_path / "q.jsonl"
     q.write_text('{"task_id": "a", "question": "x?", "candidates": ["A", "B"]}\n')
     with pytest.raises(bda.DataError, match="refusing to overwrite"):
