@@ -424,14 +424,14 @@ class DoseResponse:
         return "\n".join(lines)
 
 
-def _fingerprint(traces, arms, folds, seed, label_budget, target) -> str:
+def _fingerprint(traces, arms, folds, seed, label_budget, target, n_resamples) -> str:
     h = hashlib.sha256()
     for t in traces:
         h.update(json.dumps([t.task_id, t.gold, t.cluster, list(t.candidates or ()),
                              [m.to_json() for m in t.moves]], sort_keys=True,
                             default=str).encode())
     h.update(json.dumps([list(arms), np.asarray(folds).tolist(), seed, label_budget,
-                         target]).encode())
+                         target, n_resamples]).encode())
     return h.hexdigest()
 
 
@@ -475,7 +475,7 @@ def dose_response(traces: Sequence[Trace],
     agents = clean.agents
     fold_ids = make_folds(clean, folds, seed) if isinstance(folds, int) else np.asarray(folds)
     store = open_cells(cache, lambda: _fingerprint(traces, arms, fold_ids, seed, label_budget,
-                                                   target))
+                                                   target, n_resamples))
 
     def compute(key, mode, k, p, regime):
         t0 = time.perf_counter()

@@ -4,7 +4,10 @@ A *cell store* is any object with ``get_or_compute(key, compute)`` returning the
 ``key`` or else ``compute()`` stored under ``key`` — a :class:`~bda_jax.report.CellCache` (the
 append-only JSON Lines file, flushed after each cell), or a view that a caller such as the demo
 puts in front of its own cache. The studies of this package take ``cache``: ``None`` (nothing
-kept), a path (a ``CellCache`` there, fingerprinted by the study's inputs) or a cell store.
+kept), a path (a ``CellCache`` there, fingerprinted by the study's inputs and the bda_jax version)
+or a cell store. A path is held by one process at a time: while another process writes it, opening
+raises :class:`~bda_jax.DataError` (field ``"lock"``); a cell that was edited, duplicated or
+copied from another study's cache is refused (:class:`~bda_jax.ArtifactError`), never reused.
 """
 from __future__ import annotations
 
@@ -13,17 +16,22 @@ import os
 from typing import Any, Callable
 
 from .._core.cache import CellCache
+from .._core.cache import fingerprint as _fingerprint
+from .._core.version import __version__
 
 __all__ = ["open_cells", "cell"]
 
 
 def open_cells(cache, fingerprint: Callable[[], str]):
-    """``None`` -> ``None``; a path -> ``CellCache(path, fingerprint())`` (a cache of other inputs
-    is refused with :class:`~bda_jax.ArtifactError`); a cell store -> itself. ``fingerprint`` is
-    called only for a path."""
+    """``None`` -> ``None``; a path -> a :class:`~bda_jax.report.CellCache` there whose
+    fingerprint combines ``fingerprint()`` with the bda_jax version (a cache of other inputs or
+    of another version is refused with :class:`~bda_jax.ArtifactError`; one another process is
+    writing with :class:`~bda_jax.DataError`); a cell store -> itself. ``fingerprint`` is called
+    only for a path, once that path's lock is held."""
     if cache is None or hasattr(cache, "get_or_compute"):
         return cache
-    return CellCache(os.fspath(cache), fingerprint())
+    return CellCache(os.fspath(cache),
+                     lambda: _fingerprint("bda_jax.cells", __version__, fingerprint()))
 
 
 def cell(store, key: str, compute: Callable[[], Any]) -> Any:

@@ -10,12 +10,25 @@ data, model files, options — or a file that cannot be opened or written; also 
 usage error), printed as one line ``error: FILE:LINE: FIELD: message``; 1 an internal error (a
 bug: please report it with the output of ``bda --debug ...``); 130 interrupted. The global
 ``--debug`` option prints the full traceback of any error.
+
+Guarantees every command keeps (tests/cli/test_cli_hardening.py): an output (``--out``,
+``--cache``, ``--reply-cache``, ``--card``, ``--markdown``, an output folder, and the files a
+command writes beside its output) that is one of the command's inputs, by any name (a symlink, a
+hard link, another spelling), is refused with exit 2 before anything is read or written
+(:func:`check_out_path`, :func:`check_outputs`, :func:`check_out_dir`), and two outputs are
+never one file; every user string (task ids, agent names, answers, file names) prints as itself,
+never as Rich markup or an emoji code (:func:`rich_table`, :func:`stdout_console`, the progress
+bars), and a lone surrogate in one never crashes the output (:func:`tolerant_output`, JSON
+escapes in :func:`dumps`).
 """
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
+import os
+import re
 import shutil
 import sys
 import traceback
@@ -23,7 +36,7 @@ import warnings
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional, Union
 
 import typer
 
@@ -50,22 +63,51 @@ def example_traces_path() -> Path:
 # ============================================================================ plumbing
 
 def stdout_console():
-    """A rich console on stdout, at least 110 columns wide (tables stay readable in pipes)."""
+    """A rich console on stdout, at least 110 columns wide (tables stay readable in pipes).
+
+    Markup and emoji codes are off: every string it prints (task ids, agent names, answers,
+    file names) shows as itself, ``[/bold]`` and ``:smile:`` included."""
     from rich.console import Console
     return Console(file=sys.stdout, width=max(shutil.get_terminal_size((120, 24)).columns, 110),
-                   highlight=False)
+                   highlight=False, markup=False, emoji=False)
 
 
 def stderr_console():
-    """A rich console on stderr (progress bars and notes)."""
+    """A rich console on stderr (progress bars and notes); markup and emoji codes off."""
     from rich.console import Console
-    return Console(file=sys.stderr, highlight=False)
+    return Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
+
+
+def tolerant_output() -> None:
+    """Make stdout and stderr print any string: a character the stream cannot encode (a lone
+    surrogate from a JSON ``"\\udcff"`` escape or an undecodable file name, or non-ASCII on an
+    ASCII terminal) is written as a backslash escape instead of raising. Called by every
+    command (:func:`handled`) before it prints anything."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None or getattr(stream, "errors", None) == "backslashreplace":
+            continue
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, TypeError, io.UnsupportedOperation):   # pragma: no cover
+            pass
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every lone surrogate as a ``\\uXXXX`` escape: it encodes as UTF-8."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def dumps(obj, indent=None) -> str:
-    """Strict JSON text (numpy values unpacked, tuples as lists, NaN/inf as null)."""
+    """Strict JSON text (numpy values unpacked, tuples as lists, NaN/inf as null). Non-ASCII
+    stays readable; a lone surrogate in a string is written as its JSON escape ``\\udcff``,
+    so the text always encodes as UTF-8 and ``json.loads`` gives the same string back."""
     from ..report import strict_json
-    return json.dumps(strict_json(obj), allow_nan=False, indent=indent, ensure_ascii=False)
+    return printable(json.dumps(strict_json(obj), allow_nan=False, indent=indent,
+                                ensure_ascii=False))
 
 
 def emit_json(obj) -> None:
@@ -74,8 +116,10 @@ def emit_json(obj) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write an output file atomically (a reader never sees half a file)."""
+    """Write an output file atomically (a reader never sees half a file); UTF-8, a lone
+    surrogate as a ``\\uXXXX`` escape (:func:`printable`)."""
     from .. import atomic_write
+    text = printable(text)
     atomic_write(path, lambda h: h.write(text))
 
 
@@ -132,6 +176,7 @@ def handled(fn):
     def wrapper(*args, **kwargs):
         from .. import BdaError
         json_mode = bool(kwargs.get("json_out", False))
+        tolerant_output()
         try:
             with _package_warnings_as_lines():
                 return fn(*args, **kwargs)
@@ -185,7 +230,7 @@ def progress_bar(enabled: bool, description: str, total: int | None = None):
         TextColumn,
         TimeElapsedColumn,
     )
-    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    columns = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
@@ -218,8 +263,44 @@ def data_error(reason: str, field: str, **kw):
     return DataError(reason, field=field, **kw)
 
 
-def check_out_path(path: Optional[Path], field: str) -> None:
-    """An output file path must name a file in an existing folder (checked before any work)."""
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: :func:`os.path.samefile` when both exist (a
+    hard link, a symlink or another spelling of the same file), else equal resolved paths."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):        # a symlink loop
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _named_paths(inputs) -> list[tuple[str, Path]]:
+    """``{label: path | None | [paths]}`` as (label, path) pairs, Nones dropped."""
+    out = []
+    for label, given in (inputs or {}).items():
+        if given is None:
+            continue
+        many = given if isinstance(given, (list, tuple)) else [given]
+        out += [(label, Path(g)) for g in many if g is not None]
+    return out
+
+
+def check_out_path(path: Optional[Path], field: str, inputs=None, *,
+                   writes: Iterable[PathLike] = ()) -> None:
+    """An output file path must name a file in an existing folder and must not be any input of
+    the command (checked first, before any input is read or anything written).
+
+    ``inputs``: ``{label: path | None | [paths]}``, every file the command reads (``label`` as
+    the error names it: ``TRACES``, ``--config``). ``writes``: the files the command writes
+    beside ``path`` (a model's ``.npz``, a manifest, the default reply cache); none of them may
+    be an input either. :func:`same_file` decides. Raises :class:`~bda_jax.DataError`
+    naming ``field`` and the input (exit 2)."""
     if path is None:
         return
     if path.is_dir():
@@ -227,6 +308,71 @@ def check_out_path(path: Optional[Path], field: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise data_error(f"the folder {str(parent)!r} does not exist", field, file=str(path))
+    named = _named_paths(inputs)
+    for written in [path, *(Path(w) for w in writes)]:
+        for label, given in named:
+            if same_file(written, given):
+                what = "is" if written == path else f"writes {str(written)!r}, which is"
+                raise data_error(f"{what} the input {label} ({given}): an output never "
+                                 "overwrites an input", field, file=str(path))
+
+
+def check_outputs(outputs, inputs=None, *, writes=None) -> None:
+    """:func:`check_out_path` for every output ``{field: path | None}``, and no two outputs
+    (or the files they write beside them, ``writes`` ``{field: [paths]}``) are one file."""
+    writes = writes or {}
+    seen: list[tuple[str, Path]] = []
+    for field, path in outputs.items():
+        if path is None:
+            continue
+        check_out_path(path, field, inputs, writes=writes.get(field, ()))
+        for p in [Path(path), *(Path(w) for w in writes.get(field, ()))]:
+            for other_field, other in seen:
+                if same_file(p, other):
+                    raise data_error(f"{other_field} and {field} name the same file {str(p)!r}",
+                                     field, file=str(path))
+            seen.append((field, p))
+
+
+def check_out_dir(path: Optional[Path], field: str, inputs=None, *,
+                  writes: Optional[Iterable[str]] = None) -> None:
+    """An output folder must not be an existing file, and no input of the command may be
+    overwritten by what the command writes there: with ``writes`` (the names of the files it
+    writes in the folder, e.g. ``["index.html"]``) none of those may be an input
+    (:func:`same_file`); without, no input may lie anywhere inside the folder. ``inputs`` as for
+    :func:`check_out_path`. Raises :class:`~bda_jax.DataError` naming ``field`` (exit 2)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise data_error("exists and is not a folder", field, file=str(path))
+    named = _named_paths(inputs)
+    if writes is not None:
+        for name in writes:
+            for label, given in named:
+                if same_file(path / name, given):
+                    raise data_error(f"writes {str(path / name)!r}, which is the input {label} "
+                                     f"({given}): an output never overwrites an input", field,
+                                     file=str(path))
+        return
+    try:
+        folder = path.resolve()
+    except (OSError, RuntimeError):
+        folder = Path(os.path.abspath(path))
+    for label, given in named:
+        try:
+            inside = given.resolve().is_relative_to(folder)
+        except (OSError, RuntimeError):
+            inside = Path(os.path.abspath(given)).is_relative_to(folder)
+        if inside:
+            raise data_error(f"the input {label} ({given}) lies inside the output folder: keep "
+                             "inputs outside it, an output never overwrites an input", field,
+                             file=str(path))
+
+
+def check_fraction(value: float, field: str) -> None:
+    """Option ``field`` must be a number in [0, 1] (NaN is not): DataError otherwise."""
+    if not 0.0 <= value <= 1.0:
+        raise data_error(f"must be a number in [0, 1], got {value!r}", field)
 
 
 def parse_floats(text: str, field: str) -> list[float]:
@@ -261,13 +407,19 @@ def read_trace_file(path: Path, lenient: bool):
 
 
 def rich_table(title: str | None, columns: list[str], rows: list[list[str]]):
-    """A rich table of string cells."""
+    """A rich table of string cells. Title, headers and cells are plain text (``rich.text.Text``),
+    never markup: a task id ``[/bold]`` prints as itself on any console, a lone surrogate as its
+    ``\\uXXXX`` escape (:func:`printable`)."""
     from rich.table import Table
-    table = Table(title=title)
+    from rich.text import Text
+
+    def text(x) -> Text:
+        return Text(printable(str(x)))
+    table = Table(title=None if title is None else text(title))
     for c in columns:
-        table.add_column(c)
+        table.add_column(text(c))
     for r in rows:
-        table.add_row(*[str(x) for x in r])
+        table.add_row(*[text(x) for x in r])
     return table
 
 

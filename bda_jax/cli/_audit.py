@@ -35,7 +35,7 @@ def audit(
     json_out: bool = json_option(),
 ) -> None:
     """Routing / calibration / commitment audit of a broadcast log; prints the card."""
-    check_out_path(card, "--card")
+    check_out_path(card, "--card", {"LOG": log})
     if card is not None and card.suffix.lower() not in (".json", ".md"):
         raise DataError(f"the card path must end in .json or .md, got {card.name!r}",
                         field="--card")

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from .. import DataError
-from ._app import check_out_path, emit_json, handled, json_option, progress_bar, progress_option
-from ._council import council_app
+from ._app import check_outputs, emit_json, handled, json_option, progress_bar, progress_option
+from ._council import beside, council_app
 
 
 def _cache_mode(replay_only: bool, no_cache: bool) -> str:
@@ -70,8 +70,8 @@ def council_broadcast(
     json_out: bool = json_option(),
 ) -> None:
     """Run the confidence-routed broadcast protocol and write its log (read it with bda audit)."""
-    check_out_path(out, "--out")
-    check_out_path(cache, "--cache")
+    check_outputs({"--out": out, "--cache": cache}, {"QUESTIONS": questions, "--config": config},
+                  writes={"--out": beside(out, (".manifest.json", ".partial"), cache, no_cache)})
     mode = _cache_mode(replay_only, no_cache)
     if config is None and not local:
         raise DataError("give --config (or --local for three agents of the local model)",

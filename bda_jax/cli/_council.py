@@ -9,7 +9,29 @@ from typing import Optional
 import typer
 
 from .. import DataError
-from ._app import app, check_out_path, emit_json, handled, json_option, progress_bar, progress_option
+from ._app import (
+    app,
+    check_fraction,
+    check_out_dir,
+    check_out_path,
+    check_outputs,
+    emit_json,
+    handled,
+    json_option,
+    progress_bar,
+    progress_option,
+)
+
+
+def beside(out: Path, suffixes, cache: Optional[Path] = None, no_cache: bool = False
+           ) -> list[Path]:
+    """The files a live command writes beside ``out``: ``OUT<suffix>`` for each suffix, and the
+    default reply cache ``OUT.cache.sqlite`` when no ``--cache`` is given and the cache is on."""
+    files = [Path(f"{out}{s}") for s in suffixes]
+    if cache is None and not no_cache:
+        files.append(Path(f"{out}.cache.sqlite"))
+    return files
+
 
 def _replay_only_option():
     return typer.Option(False, "--replay-only",
@@ -45,8 +67,8 @@ def council_run(
     json_out: bool = json_option(),
 ) -> None:
     """Deliberate every question with the configured seats and write the traces."""
-    check_out_path(out, "--out")
-    check_out_path(cache, "--cache")
+    check_outputs({"--out": out, "--cache": cache}, {"QUESTIONS": questions, "--config": config},
+                  writes={"--out": beside(out, (".manifest.json", ".partial"), cache, no_cache)})
     mode = _cache_mode(replay_only, no_cache)
     if config is None and not local:
         raise DataError("give --config (or --local for the bundled local council)",
@@ -119,8 +141,8 @@ def council_method(
     json_out: bool = json_option(),
 ) -> None:
     """Run one LLM-based method (Gen + Agg) on traces or questions and write its answers."""
-    check_out_path(out, "--out")
-    check_out_path(cache, "--cache")
+    check_outputs({"--out": out, "--cache": cache}, {"INPUTS": inputs, "--config": config},
+                  writes={"--out": beside(out, (), cache, no_cache)})
     mode = _cache_mode(replay_only, no_cache)
     from ..council import METHODS, run_method_files
 
@@ -184,7 +206,9 @@ def council_attack(
     json_out: bool = json_option(),
 ) -> None:
     """The fair attack study: every arm clean and attacked on the same questions, one table."""
-    check_out_path(cache, "--cache")
+    inputs = {"QUESTIONS": questions, "--config": config}
+    check_out_dir(out, "--out", inputs)
+    check_out_path(cache, "--cache", inputs)
     if folds < 2:
         raise DataError(f"need at least 2 folds, got {folds}", field="--folds")
     from ..council import DEFAULT_ATTACK_ARMS, attack_table, run_attack_files
@@ -254,8 +278,10 @@ def council_ensemble(
     json_out: bool = json_option(),
 ) -> None:
     """A live re-answering ensemble ([DASE]) with its stopping rule in the loop."""
-    check_out_path(out, "--out")
-    check_out_path(cache, "--cache")
+    check_outputs({"--out": out, "--cache": cache}, {"QUESTIONS": questions, "--config": config},
+                  writes={"--out": beside(out, (".traces.jsonl", ".manifest.json", ".partial"),
+                                          cache, no_cache)})
+    check_fraction(empty_g, "--empty-g")
     mode = _cache_mode(replay_only, no_cache)
     from ..council import EnsembleSettings, run_ensemble_files
 
@@ -319,7 +345,10 @@ def council_compare(
     json_out: bool = json_option(),
 ) -> None:
     """SC-k, IM-SC, Debate-Dense, Debate-Sparse and DASE at matched inference budgets."""
-    check_out_path(cache, "--cache")
+    inputs = {"QUESTIONS": questions, "--config": config}
+    check_out_dir(out, "--out", inputs)
+    check_out_path(cache, "--cache", inputs)
+    check_fraction(empty_g, "--empty-g")
     try:
         arenas = [int(x) for x in W.split(",") if x.strip()]
     except ValueError:

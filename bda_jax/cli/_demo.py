@@ -8,6 +8,7 @@ import typer
 
 from ._app import (
     app,
+    check_out_dir,
     data_error,
     emit_json,
     example_traces_path,
@@ -44,7 +45,9 @@ def _print_posterior_table(res: dict) -> None:
 @app.command()
 @handled
 def demo(
-    out: Path = typer.Option(Path("bda-report"), "--out", help="Folder of the demo report."),
+    out: Path = typer.Option(Path("bda-report"), "--out",
+                             help="Folder of the demo report (one demo at a time per folder: a "
+                                  "second is refused while the first runs)."),
     quick: bool = typer.Option(False, "--quick", help="Small sizes (about 20 s)."),
     seed: int = seed_option(),
     progress: bool = progress_option(),
@@ -62,12 +65,18 @@ def demo(
     json_out: bool = json_option(),
 ) -> None:
     """The main job end to end: the one-coin posterior table of a trace file (default: the
-    bundled example council), then the full demo report in --out (skipped with --table-only)."""
+    bundled example council), then the full demo report in --out (skipped with --table-only).
+    results.json keeps what varies between runs (time, environment, timings, cache counts) in
+    its last section, "run"; the rest is the same for the same inputs and seed."""
     from ..report import posterior_table, run_demo
 
     if not 0.0 < mean < 1.0 or strength <= 0:
         raise data_error("need 0 < mean < 1 and strength > 0", "--mean/--strength")
     path = traces if traces is not None else example_traces_path()
+    if not table_only:
+        check_out_dir(out, "--out", {"--traces": path},
+                      writes=["results.json", "index.html", "demo-cache.jsonl",
+                              "demo-cache.jsonl.lock"])
     table = posterior_table(read_trace_file(path, lenient), mean, strength, seed, source=str(path))
     if not json_out:
         _print_posterior_table(table)
@@ -96,6 +105,7 @@ def report(
     """Render a results JSON as a report folder."""
     from ..report import load_results, render_report
 
+    check_out_dir(out, "--out", {"RESULTS": results}, writes=["index.html"])
     where = render_report(load_results(results), out)
     if json_out:
         emit_json({"command": "report", "results": str(results), "report": str(where)})

@@ -1,6 +1,7 @@
 """``bda fit``, ``bda predict``, ``bda evaluate`` and ``bda convert``."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,6 +11,7 @@ from ._app import (
     DEFAULT_ARMS,
     app,
     check_out_path,
+    check_outputs,
     data_error,
     dumps,
     emit_json,
@@ -27,6 +29,13 @@ from ._app import (
 )
 
 
+def _model_arrays_path(model: Path) -> Path:
+    """The ``.npz`` a model file keeps its large arrays in (``model.json`` -> ``model.npz``,
+    any other name -> ``NAME.npz``: where ``bda_jax.aggregators.save_model`` puts it)."""
+    root, ext = os.path.splitext(os.fspath(model))
+    return Path((root if ext.lower() == ".json" else os.fspath(model)) + ".npz")
+
+
 @app.command()
 @handled
 def fit(
@@ -41,7 +50,7 @@ def fit(
     json_out: bool = json_option(),
 ) -> None:
     """Fit an aggregator on labeled traces and save it as a model artifact."""
-    check_out_path(out, "--out")
+    check_out_path(out, "--out", {"TRACES": traces}, writes=[_model_arrays_path(out)])
     from ..aggregators import fit_model_file
 
     tr = read_trace_file(traces, lenient)
@@ -73,7 +82,9 @@ def predict(
     json_out: bool = json_option(),
 ) -> None:
     """Per-task posterior, decision and confidence from a saved model."""
-    check_out_path(out, "--out")
+    arrays = _model_arrays_path(model)
+    check_out_path(out, "--out", {"MODEL": model, "TRACES": traces,
+                                  "MODEL's arrays": arrays if arrays.exists() else None})
     from ..aggregators import load_model, predict_tasks
 
     art = load_model(model)
@@ -147,9 +158,8 @@ def evaluate(
     json_out: bool = json_option(),
 ) -> None:
     """Nested cross-validated evaluation of arms: accuracy, ECE, Brier, paired bootstraps."""
-    check_out_path(out, "--out")
-    check_out_path(cache, "--cache")
-    check_out_path(reply_cache, "--reply-cache")
+    check_outputs({"--out": out, "--cache": cache, "--reply-cache": reply_cache},
+                  {"TRACES": traces, "--config": config, "--method-run": method_runs})
     from .. import make_arm
     from ..council import METHODS
     from ..report import evaluation_results
@@ -219,9 +229,11 @@ def convert(
     json_out: bool = json_option(),
 ) -> None:
     """Convert a real data set (crowd labels, DASE histories) to a trace file."""
-    check_out_path(out, "--out")
     from .. import write_traces
     from ..datasets import DASE_EXCERPTS, list_crowd, load_crowd, load_dase_history, to_traces
+
+    source = None if dataset is None else Path(DASE_EXCERPTS.get(dataset, dataset))
+    check_out_path(out, "--out", {"DATASET": source if source and source.is_file() else None})
 
     if list_:
         names = {"crowd": list(list_crowd()), "crowd_bundled": list(list_crowd(bundled=True)),

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ._app import (
+    check_fraction,
     data_error,
     emit_json,
     fmt3,
@@ -62,6 +64,7 @@ def stop_replay(
     """Replay a DASE history under a stopping rule: stop rounds and the commit partition."""
     from ..stopping import replay_summary
 
+    check_fraction(empty_g, "--empty-g")
     path = _dase_path(log, bundled)
     if rule is not None and rule not in ("spatial", "heuristic"):
         raise data_error(f"rule must be spatial or heuristic, got {rule!r}", "--rule")
@@ -109,27 +112,31 @@ def stop_live(
                                                         "Lines) on stdout."),
 ) -> None:
     """Stop live: read rounds from stdin, one JSON list of answers per line (null = empty),
-    and print the stop decision after each. After a stop, the next line starts a new problem."""
+    and print the stop decision after each. After a stop, the next line starts a new problem.
+
+    Stdin must be UTF-8; a line that is not, is not a JSON list of answers, holds a non-finite
+    number (NaN, Infinity, 1e999) or a string that is not valid Unicode (a lone surrogate
+    escape ``"\\udcff"``) is an input error naming ``<stdin>:LINE`` (exit 2); the options are
+    checked before the first line is read."""
     from .. import BdaError
     from ..stopping import Stopper
 
-    stream = typer.get_text_stream("stdin")
+    def settings_error(err):
+        field = {"empty_g": "--empty-g"}.get(err.field, f"--{err.field}" if err.field else None)
+        return data_error(err.reason, field)
+
+    check_fraction(empty_g, "--empty-g")
+    try:                                  # every option, before any input is read
+        Stopper(rule, W=W, k=k, L=L, n=n if n is not None else 1, empty_g=empty_g)
+    except BdaError as err:
+        raise settings_error(err) from None
+    stream = typer.get_binary_stream("stdin")
     stopper, problem, lineno, running = None, 1, 0, False
-    for raw in stream:
+    for raw_bytes in stream:
         lineno += 1
-        if not raw.strip():
+        answers = _read_round(raw_bytes, lineno)
+        if answers is None:
             continue
-        try:
-            answers = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise data_error(f"invalid JSON: {err.msg} (column {err.colno})", "answers",
-                              file="<stdin>", line=lineno) from None
-        if not isinstance(answers, list) or not all(
-                a is None or isinstance(a, (str, int, float)) and not isinstance(a, bool)
-                for a in answers):
-            raise data_error("each line must be a JSON list of answers (strings, numbers or "
-                              "null)", "answers", file="<stdin>", line=lineno)
-        answers = [None if a is None else str(a) for a in answers]
         if stopper is None:
             stopper = Stopper(rule, W=W, k=k, L=L, n=n if n is not None else max(len(answers), 1),
                               empty_g=empty_g)
@@ -156,6 +163,43 @@ def stop_live(
         typer.echo(f"input ended: problem {problem} still running")
     if stopper is None and not json_out:
         typer.echo("no rounds read")
+
+
+def _read_round(raw_bytes: bytes, lineno: int) -> Optional[list]:
+    """One stdin line of ``bda stop live`` as its answers (str or None); None for a blank line.
+    Anything else than UTF-8 text holding a JSON list of strings, finite numbers and nulls is a
+    DataError naming ``<stdin>:lineno``."""
+    where = dict(file="<stdin>", line=lineno)
+    try:
+        raw = raw_bytes.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as err:
+        raise data_error(f"not UTF-8 text: byte 0x{raw_bytes[err.start]:02x} at column "
+                          f"{err.start + 1}", "answers", **where) from None
+    if not raw.strip():
+        return None
+    try:
+        answers = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise data_error(f"invalid JSON: {err.msg} (column {err.colno})", "answers",
+                          **where) from None
+    except (ValueError, RecursionError) as err:   # an integer too long, nesting too deep
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise data_error(f"invalid JSON: {reason}", "answers", **where) from None
+    if not isinstance(answers, list) or not all(
+            a is None or isinstance(a, (str, int, float)) and not isinstance(a, bool)
+            for a in answers):
+        raise data_error("each line must be a JSON list of answers (strings, numbers or "
+                          "null)", "answers", **where)
+    for i, a in enumerate(answers):
+        if isinstance(a, float) and not math.isfinite(a):
+            raise data_error(f"answer {a!r} is not a finite number", f"answers[{i}]", **where)
+        if isinstance(a, str):
+            try:
+                a.encode("utf-8")
+            except UnicodeEncodeError:
+                raise data_error(f"answer {a!r} is not valid Unicode text (a lone surrogate)",
+                                  f"answers[{i}]", **where) from None
+    return [None if a is None else str(a) for a in answers]
 
 
 # ============================================================================ audit

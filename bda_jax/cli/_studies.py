@@ -9,6 +9,7 @@ import typer
 from ._app import (
     app,
     check_out_path,
+    check_outputs,
     data_error,
     dumps,
     emit_json,
@@ -115,8 +116,7 @@ def study(
     json_out: bool = json_option(),
 ) -> None:
     """Adversarial and simulated-council studies ([BDA] Appendix F) on simulated councils."""
-    for path, flag in ((out, "--out"), (markdown, "--markdown"), (cache, "--cache")):
-        check_out_path(path, flag)
+    check_outputs({"--out": out, "--markdown": markdown, "--cache": cache})
     from ..adversarial import STUDIES, run_study
 
     key = name.strip().lower().replace("_", "-")

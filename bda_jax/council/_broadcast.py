@@ -75,6 +75,7 @@ from ._ledger import Ledger
 from ._methods import Caller, MethodTask
 from ._protocol import label_seed, trace_task_id
 from ._questions import Question
+from ._runner import refuse_input_as_output
 
 __all__ = ["BROADCAST_MANIFEST_KIND", "BROADCAST_ROUTERS", "BroadcastSummary", "route_floor",
            "run_broadcast", "run_broadcast_files"]
@@ -738,10 +739,7 @@ def run_broadcast(questions: Sequence[Question], config: CouncilConfig, out, *,
     :class:`~bda_jax.DataError`. Returns a :class:`BroadcastSummary`.
     """
     out = os.fspath(out)
-    for given, name in ((question_file, "questions"), (config_file, "config")):
-        if given and os.path.exists(out) and os.path.exists(given) and os.path.samefile(given, out):
-            raise DataError(f"--out {out} is the {name} file: refusing to overwrite an input",
-                            file=out, field="out")
+    refuse_input_as_output(out, questions=question_file, config=config_file)
     if not questions:
         raise DataError("the question set is empty", file=question_file, field="questions")
     if not isinstance(config, CouncilConfig):
@@ -797,7 +795,7 @@ def run_broadcast_files(questions_path, config_path, out, *, local: bool = False
     endpoint then points at it), and :func:`run_broadcast` with the ``protocol`` keywords."""
     from ._config import read_config
     from ._questions import read_questions
-    from ._runner import local_config, pointed_at
+    from ._runner import on_model
     qs = read_questions(questions_path)
     cfg = None if config_path is None else read_config(config_path)
     if cfg is None and not local:
@@ -806,10 +804,4 @@ def run_broadcast_files(questions_path, config_path, out, *, local: bool = False
     kwargs = dict(cache_path=cache_path, cache_mode=cache_mode, progress=progress,
                   question_file=os.fspath(questions_path),
                   config_file=None if config_path is None else os.fspath(config_path), **protocol)
-    if not local:
-        return run_broadcast(qs, cfg, out, **kwargs)
-    from ._local import local_server
-    with local_server() as server:
-        cfg = local_config(server.base_url, server.model) if cfg is None else \
-            pointed_at(cfg, server.base_url, server.model)
-        return run_broadcast(qs, cfg, out, **kwargs)
+    return on_model(cfg, local, lambda c: run_broadcast(qs, c, out, **kwargs))

@@ -85,11 +85,9 @@ def run_method_files(name: str, inputs, config, out, *, attack: bool = False,
     (reply cache default ``<out>.cache.sqlite``). An ``out`` that is an input is refused."""
     from ._config import read_config
     from ._methods import Runtime
+    from ._runner import on_model, refuse_input_as_output
     out = os.fspath(out)
-    for given, what in ((inputs, "input"), (config, "config")):
-        if os.path.exists(out) and os.path.samefile(given, out):
-            raise DataError(f"--out {out} is the {what} file: refusing to overwrite an input",
-                            file=out, field="out")
+    refuse_input_as_output(out, input=inputs, config=config)
     kind, items = read_method_inputs(inputs)
     cfg = read_config(config)
     cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
@@ -100,9 +98,4 @@ def run_method_files(name: str, inputs, config, out, *, attack: bool = False,
         method = make_method(name, cfg, runtime, attack=attack, adversaries=adversaries,
                              own_proposers=kind == "questions" and METHODS[name])
         return method.run(items, out=out, progress=progress)
-    if not local:
-        return go(cfg)
-    from ._local import local_server
-    from ._runner import pointed_at
-    with local_server() as server:
-        return go(pointed_at(cfg, server.base_url, server.model))
+    return on_model(cfg, local, go)

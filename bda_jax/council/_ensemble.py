@@ -57,6 +57,7 @@ from ._ledger import Ledger
 from ._methods import Caller, MethodTask
 from ._prompts import ROLE_HEAD, ROLE_TAIL
 from ._questions import Question
+from ._runner import on_model, refuse_input_as_output
 
 __all__ = ["ENSEMBLE_RULES", "BANDWIDTHS", "ENSEMBLE_PROMPT_VERSION", "EnsembleSettings",
            "EnsembleSummary", "run_ensemble", "run_ensemble_files", "ensemble_workers",
@@ -324,10 +325,7 @@ def run_ensemble(questions: Sequence[Question], config: CouncilConfig, out, *,
     (default ``<out>.cache.sqlite``) makes a killed run resumable without repeating a call.
     An ``out`` that is an input is refused."""
     out = os.fspath(out)
-    for given, what in ((question_file, "questions"), (config_file, "config")):
-        if given and os.path.exists(out) and os.path.samefile(given, out):
-            raise DataError(f"--out {out} is the {what} file: refusing to overwrite an input",
-                            file=out, field="out")
+    refuse_input_as_output(out, questions=question_file, config=config_file)
     if not questions:
         raise DataError("the question set is empty", file=question_file, field="questions")
     seats = ensemble_workers(config, workers)
@@ -398,9 +396,4 @@ def run_ensemble_files(questions, config, out, *, local: bool = False, **kwargs)
     qs = read_questions(questions)
     cfg = read_config(config)
     kwargs.update(question_file=os.fspath(questions), config_file=os.fspath(config))
-    if not local:
-        return run_ensemble(qs, cfg, out, **kwargs)
-    from ._local import local_server
-    from ._runner import pointed_at
-    with local_server() as server:
-        return run_ensemble(qs, pointed_at(cfg, server.base_url, server.model), out, **kwargs)
+    return on_model(cfg, local, lambda c: run_ensemble(qs, c, out, **kwargs))

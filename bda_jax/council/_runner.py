@@ -39,8 +39,8 @@ from ._protocol import (TaskState, trace_task_id, apply_move, legal_moves, new_t
 from ._questions import Question
 from ._schema import ReplyError, move_schema, parse_reply
 
-__all__ = ["MANIFEST_KIND", "RunSummary", "local_config", "pointed_at", "run_council",
-           "run_council_files"]
+__all__ = ["MANIFEST_KIND", "RunSummary", "local_config", "on_model", "pointed_at",
+           "refuse_input_as_output", "run_council", "run_council_files"]
 
 MANIFEST_KIND = "bda_jax.council_manifest"
 MANIFEST_SCHEMA_VERSION = 1
@@ -195,10 +195,7 @@ def run_council(questions: Sequence[Question], config: CouncilConfig, out, *,
     summary). An ``out`` that is one of the inputs is refused. Returns a :class:`RunSummary`.
     """
     out = os.fspath(out)
-    for given, name in ((question_file, "questions"), (config_file, "config")):
-        if given and os.path.exists(out) and os.path.samefile(given, out):
-            raise DataError(f"--out {out} is the {name} file: refusing to overwrite an input",
-                            file=out, field="out")
+    refuse_input_as_output(out, questions=question_file, config=config_file)
     if not questions:
         raise DataError("the question set is empty", file=question_file, field="questions")
     cache_path = f"{out}.cache.sqlite" if cache_path is None and cache_mode != "off" \
@@ -256,6 +253,31 @@ def pointed_at(config: CouncilConfig, base_url: str, model: str) -> CouncilConfi
     return replace(config, endpoints=endpoints, seats=seats, methods=methods)
 
 
+def on_model(config: CouncilConfig | None, local: bool, run: Callable[[CouncilConfig], object]):
+    """``run(config)``, or with ``local`` ``run`` on the bundled local model: the server is
+    started (:func:`local_server`) for the call and every endpoint points at it
+    (:func:`pointed_at`; no config: :func:`local_config`). The one place every ``*_files``
+    runner switches to the local model."""
+    if not local:
+        return run(config)
+    from ._local import local_server
+    with local_server() as server:
+        return run(local_config(server.base_url, server.model) if config is None else
+                   pointed_at(config, server.base_url, server.model))
+
+
+def refuse_input_as_output(out, **inputs) -> None:
+    """Raise :class:`~bda_jax.DataError` when the output ``out`` is one of the named input
+    files (``questions=path, config=path``; ``None`` skipped), compared with
+    ``os.path.samefile``: a runner never overwrites its inputs."""
+    out = os.fspath(out)
+    for name, given in inputs.items():
+        if given and os.path.exists(out) and os.path.exists(given) \
+                and os.path.samefile(given, out):
+            raise DataError(f"--out {out} is the {name} file: refusing to overwrite an input",
+                            file=out, field="out")
+
+
 def run_council_files(questions, config, out, *, cache_path=None, cache_mode: str = "record",
                       local: bool = False, progress=None) -> RunSummary:
     """``bda council run``: read the question set (:func:`read_questions`) and the config
@@ -269,10 +291,4 @@ def run_council_files(questions, config, out, *, cache_path=None, cache_mode: st
     kwargs = dict(cache_path=cache_path, cache_mode=cache_mode, progress=progress,
                   question_file=os.fspath(questions),
                   config_file=None if config is None else os.fspath(config))
-    if not local:
-        return run_council(qs, cfg, out, **kwargs)
-    from ._local import local_server
-    with local_server() as server:
-        cfg = local_config(server.base_url, server.model) if cfg is None else \
-            pointed_at(cfg, server.base_url, server.model)
-        return run_council(qs, cfg, out, **kwargs)
+    return on_model(cfg, local, lambda c: run_council(qs, c, out, **kwargs))

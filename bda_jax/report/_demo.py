@@ -19,6 +19,21 @@ finished, to the resumable :class:`~bda_jax.report.CellCache` ``demo-cache.jsonl
 output directory: a demo killed at any point (SIGKILL included) resumes without recomputing the
 finished cells. The results go to ``results.json`` (``schema_version`` 1) and
 :func:`~bda_jax.report.render_report` turns them into ``index.html``.
+
+Integrity of an output folder:
+
+* one demo at a time writes it: the run holds the cache's lock (``demo-cache.jsonl.lock``) from
+  before it reads anything until ``results.json`` is written; a second demo on the same folder
+  is refused at once with a one-line :class:`~bda_jax.DataError` naming the folder, and changes
+  nothing there. The lock dies with its process (``kill -9`` leaves none behind).
+* the cache's fingerprint covers the whole configuration (:func:`demo_config`: quick or full,
+  seed, sizes, arms), the arms' hyperparameter grids, the bda_jax version and the data (the
+  tallied Bluebirds and council counts, the bytes of the DASE excerpts): a cache of other
+  settings or data, or one whose cells fail their checksums (edited, duplicated, copied in), is
+  started afresh and every cell recomputed (``run.cache.reset`` says why); it is never reused.
+* ``results.json`` is a pure function of the inputs: everything that varies between two runs of
+  the same inputs and seed (creation time, environment, timings, how many cells came from the
+  cache) lives in its last section, ``run``; the rest is byte-identical between such runs.
 """
 from __future__ import annotations
 
@@ -32,7 +47,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._core.errors import ArtifactError
+from .._core.errors import DataError
 from .._core.version import __version__
 from .._core.fitting import labeled_count
 from ._html import RESULTS_KIND, SCHEMA_VERSION
@@ -153,22 +168,64 @@ def _n_cells(cfg: dict) -> int:
     return main + dose + sleeper + dase
 
 
-def _open_cache(path: Path, fp: str, resume: bool):
+def _open_cache(out: Path, cfg: dict, inputs: dict, resume: bool):
+    """The demo's :class:`CellCache` in ``out``, locked; ``inputs`` is filled (under the lock)
+    with the data of :func:`_inputs`, whose fingerprint is part of the cache's."""
     from .._core.cache import CellCache
 
-    reset = None
-    if path.exists() and not resume:
-        path.unlink()
-        reset = "resume=False"
+    def fp():
+        inputs.update(_inputs(cfg))
+        return _fingerprint(cfg, inputs)
+
     try:
-        cache = CellCache(path, fp)
-    except ArtifactError as err:
-        # the demo owns this file: a cache of other settings (quick vs full, another seed or
-        # bda_jax version) or a damaged one is replaced rather than mixed in
-        reset = f"replaced ({err.reason})"
-        path.unlink()
-        cache = CellCache(path, fp)
+        # the demo owns this file: a cache of other settings or data, or a damaged or edited
+        # one, is started afresh (under the lock, never deleted under another writer)
+        cache = CellCache(out / CACHE_NAME, fp, fresh=not resume, on_mismatch="reset")
+    except DataError as err:
+        if err.field != "lock":
+            raise
+        pid = getattr(err, "holder", None)
+        who = "another bda demo" if pid is None else f"another bda demo (process {pid})"
+        raise DataError(f"{who} is writing this folder (it holds {CACHE_NAME}.lock); wait for "
+                        "it to finish or pass another --out", file=out, field="out") from None
+    reset = {"fresh": "resume=False"}.get(cache.reset, cache.reset)
     return cache, reset
+
+
+def _inputs(cfg: dict) -> dict:
+    """The demo's data, loaded once: Bluebirds (labels and counts), the simulated council
+    (traces and counts) and the SHA-256 of each DASE excerpt file."""
+    import hashlib
+
+    from .._core.counts import tally
+    from ..datasets import DASE_EXCERPTS, load_crowd, to_traces
+    from ..simulate import simulate_council
+
+    data = load_crowd(cfg["bluebirds"]["name"])
+    c = cfg["council"]
+    traces = simulate_council(cfg["seed"], c["n_questions"], c["reliabilities"],
+                              seeds_per_question=c["seeds_per_question"],
+                              adversaries={int(k): float(v) for k, v in c["adversaries"].items()},
+                              adversary_target=c["adversary_target"])
+    dase = {name: hashlib.sha256(Path(DASE_EXCERPTS[name]).read_bytes()).hexdigest()
+            for name in cfg["dase"]["excerpts"]}
+    return {"bluebirds": (data, tally(to_traces(data))), "council": (traces, tally(traces)),
+            "dase": dase}
+
+
+def _fingerprint(cfg: dict, inputs: dict) -> str:
+    """The demo cache's fingerprint: the configuration, the arms' hyperparameter grids, the
+    bda_jax version and the data (counts fingerprints, excerpt hashes)."""
+    from .._core.cache import fingerprint
+    from .._core.selection import GRID_COLUMNS, GRIDS
+    from ..aggregators import fingerprint_counts
+
+    arms = set(cfg["arms"]["bluebirds"]) | set(cfg["arms"]["council"]) | set(cfg["dose"]["arms"])
+    arms |= set((cfg.get("sleeper") or {}).get("arms", ()))
+    grids = {a: [list(GRID_COLUMNS[a]), GRIDS[a]] for a in sorted(arms) if a in GRIDS}
+    data = {"bluebirds": fingerprint_counts(inputs["bluebirds"][1]),
+            "council": fingerprint_counts(inputs["council"][1]), "dase": inputs["dase"]}
+    return fingerprint("bda_jax.demo", _CACHE_VERSION, __version__, cfg, grids, data)
 
 
 # --------------------------------------------------------------------------- one dataset
@@ -263,12 +320,8 @@ def _dataset_block(name: str, title: str, counts, cells: _Cells, cfg: dict, *,
     return block
 
 
-def _bluebirds(cells: _Cells, cfg: dict) -> dict:
-    from .._core.counts import tally
-    from ..datasets import load_crowd, to_traces
-
-    data = load_crowd(cfg["bluebirds"]["name"])
-    counts = tally(to_traces(data))
+def _bluebirds(cells: _Cells, cfg: dict, inputs: dict) -> dict:
+    data, counts = inputs["bluebirds"]
     return _dataset_block(
         "bluebirds", "Bluebirds (real crowd labels)", counts, cells, cfg,
         extra={"source": "Welinder, Branson, Belongie & Perona (2010), 'The multidimensional "
@@ -276,17 +329,11 @@ def _bluebirds(cells: _Cells, cfg: dict) -> dict:
                "n_labels": int(len(data.labels))})
 
 
-def _council(cells: _Cells, cfg: dict) -> dict:
-    from .._core.counts import tally
+def _council(cells: _Cells, cfg: dict, inputs: dict) -> dict:
     from ..adversarial import coalition_report
-    from ..simulate import simulate_council
 
     c = cfg["council"]
-    traces = simulate_council(cfg["seed"], c["n_questions"], c["reliabilities"],
-                              seeds_per_question=c["seeds_per_question"],
-                              adversaries={int(k): float(v) for k, v in c["adversaries"].items()},
-                              adversary_target=c["adversary_target"])
-    counts = tally(traces)
+    traces, counts = inputs["council"]
     seats = [counts.agents[int(k)] for k in cfg["council"]["adversaries"]]
     coalition = cells(_key("council", "main", cfg["seed"], "coalition", "-"),
                       lambda: coalition_report(traces, seats))
@@ -302,7 +349,7 @@ def _council(cells: _Cells, cfg: dict) -> dict:
 
 # --------------------------------------------------------------------------- attacks
 
-def _dose(cells: _Cells, cfg: dict) -> dict:
+def _dose(cells: _Cells, cfg: dict, inputs: dict) -> dict:
     """[BDA] Table 12 in small: the dose-response study on the clean council."""
     from ..adversarial import run_study
 
@@ -323,7 +370,7 @@ def _dose(cells: _Cells, cfg: dict) -> dict:
                      "rotating = seats drawn per task"}
 
 
-def _sleeper(cells: _Cells, cfg: dict) -> dict | None:
+def _sleeper(cells: _Cells, cfg: dict, inputs: dict) -> dict | None:
     from ..adversarial import run_study
 
     s, seed = cfg.get("sleeper"), cfg["seed"]
@@ -383,7 +430,7 @@ def _partition_and_gap(records, gold, benchmark, seed, n_boot) -> dict:
             "routing_gap": {k: v for k, v in gap.items() if not isinstance(v, (list, tuple))}}
 
 
-def _dase(cells: _Cells, cfg: dict) -> dict:
+def _dase(cells: _Cells, cfg: dict, inputs: dict) -> dict:
     from ..datasets import DASE_EXCERPTS, dase_file_settings, recover_dase_gold
     from ..stopping import replay_history, resimulate
 
@@ -444,24 +491,46 @@ def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
     """Run the demo into ``out_dir`` and return the results written to ``results.json``.
 
     Writes ``out_dir/results.json`` (schema_version 1), ``out_dir/index.html`` (self-contained:
-    every figure is an embedded PNG) and the cell cache ``out_dir/demo-cache.jsonl``. With
-    ``resume`` (default) finished cells are read back from that cache (an interrupted demo
-    resumes; ``results["cache"]`` says how many cells were loaded and how many computed);
-    ``resume=False`` starts afresh. ``quick`` runs a reduced grid (a few seconds of compute,
-    for tests). ``progress`` shows a rich progress bar on stderr.
+    every figure is an embedded PNG) and the cell cache ``out_dir/demo-cache.jsonl`` (with its
+    lock file ``demo-cache.jsonl.lock``). With ``resume`` (default) finished cells are read back
+    from that cache (an interrupted demo resumes); ``resume=False`` starts afresh. ``quick``
+    runs a reduced grid (a few seconds of compute, for tests). ``progress`` shows a rich progress
+    bar on stderr.
+
+    The results' last section, ``run``, holds what differs between two runs of the same inputs:
+    ``created``, ``environment``, ``cache`` (cells ``loaded`` / ``computed`` / ``total``, and
+    ``reset``: why the cache was started afresh, or ``None``) and ``timings_s``. Everything
+    before it is a pure function of the bda_jax version, the configuration, the bundled data and
+    the seed: byte-identical between two such runs, resumed or not.
+
+    Raises :class:`~bda_jax.DataError` (field ``"out"``, naming the folder) at once, without
+    touching the folder, while another process runs a demo into the same ``out_dir``.
     """
-    from .._core.cache import fingerprint
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DataError("the demo's output folder is a file", file=out, field="out")
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = demo_config(seed, quick)
+    inputs: dict = {}
+    cache, reset = _open_cache(out, cfg, inputs, resume)
+    try:
+        return _run(out, cfg, inputs, cache, reset, progress, t_start)
+    finally:
+        cache.close()                        # the folder is free for the next demo
+
+
+def _run(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
+         t_start: float) -> dict:
+    """The demo's sections over the open ``cache``, then ``index.html`` and ``results.json``."""
+    import json
+
+    import jax
+
     from .._core.io import atomic_write
     from ._html import render_report
 
-    t_start = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = demo_config(seed, quick)
-    fp = fingerprint("bda_jax.demo", _CACHE_VERSION, __version__, cfg)
-    cache_path = out / CACHE_NAME
-    cache, reset = _open_cache(cache_path, fp, resume)
-    timings = {}
+    timings = {"inputs": round(time.perf_counter() - t_start, 2)}
     with _progress(progress) as bar:
         task = bar.add_task("starting", total=_n_cells(cfg))
         cells = _Cells(cache, bar, task)
@@ -469,35 +538,40 @@ def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
         for name, fn in (("bluebirds", _bluebirds), ("council", _council), ("dose", _dose),
                          ("sleeper", _sleeper), ("dase", _dase)):
             t0 = time.perf_counter()
-            sections[name] = fn(cells, cfg)
+            sections[name] = fn(cells, cfg, inputs)
             timings[name] = round(time.perf_counter() - t0, 2)
         bar.update(task, description="done")
 
-    import jax
     results = {
         "schema_version": SCHEMA_VERSION,
         "kind": RESULTS_KIND,
         "bda_jax_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "config": cfg,
-        "environment": {"python": platform.python_version(), "jax": jax.__version__,
-                        "platform": platform.platform(), "cpus": os.cpu_count(),
-                        "backend": jax.default_backend()},
-        "cache": {"file": CACHE_NAME, "loaded": cells.loaded, "computed": cells.computed,
-                  "total": cells.loaded + cells.computed, "reset": reset},
         "datasets": {"bluebirds": sections["bluebirds"], "council": sections["council"]},
         "dose_response": sections["dose"],
         "sleeper": sections["sleeper"],
         "dase": sections["dase"],
-        "timings_s": timings,
+        # everything that may differ between two runs of the same inputs, kept apart (last)
+        "run": {
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "environment": {"python": platform.python_version(), "jax": jax.__version__,
+                            "platform": platform.platform(), "cpus": os.cpu_count(),
+                            "backend": jax.default_backend()},
+            "cache": {"file": CACHE_NAME, "loaded": cells.loaded, "computed": cells.computed,
+                      "total": cells.loaded + cells.computed, "reset": reset},
+            "timings_s": timings,
+        },
     }
-    results["timings_s"]["compute"] = round(time.perf_counter() - t_start, 2)
+    timings["compute"] = round(time.perf_counter() - t_start, 2)
     results = strict_json(results)
+    run = results["run"]
     t_render = time.perf_counter()
-    render_report(results, out)              # validates the results before anything is written
-    results["timings_s"]["render"] = round(time.perf_counter() - t_render, 2)
-    results["timings_s"]["total"] = round(time.perf_counter() - t_start, 2)
-    import json
+    # the page's header shows the run's metadata: render a view with it at the top level too
+    render_report({**results, **{k: run[k] for k in ("created", "environment", "cache",
+                                                     "timings_s")}},
+                  out)                       # validates the results before anything is written
+    run["timings_s"]["render"] = round(time.perf_counter() - t_render, 2)
+    run["timings_s"]["total"] = round(time.perf_counter() - t_start, 2)
     atomic_write(out / "results.json",
                  lambda h: h.write(json.dumps(results, indent=1, allow_nan=False) + "\n"),
                  suffix=".json")

@@ -39,8 +39,10 @@ def load_history_batch(path, *, normalize: bool = False, n: int | None = None) -
 
     Each line's ``history[t]["norms"]`` (n answers; ``n=None``: the first round's count, five
     in the released logs) is round t+1; answers are encoded by
-    :func:`encode_answers`. The file is read by :func:`bda_jax.datasets.read_dase_history`:
-    malformed records raise :class:`DataError` naming file, line, idx and field.
+    :func:`encode_answers`. The file is read by :func:`bda_jax.datasets.read_dase_history`, so
+    replay is exactly as strict as the importer: a repeated ``idx``, ``step`` fields that do
+    not count 1, 2, ... (a restarted history), rounds of the wrong width, non-string answers and
+    a file without records all raise :class:`DataError` naming file, line, idx and field.
     """
     path = Path(path)
     records = list(read_dase_history(path, n=n))
@@ -70,6 +72,14 @@ class ReplayRecord:
     winner: tuple
     flagged: bool
     truncated: bool
+
+
+def _check_empty_g(empty_g) -> None:
+    """``empty_g`` must be a real number in [0, 1] (NaN is not)."""
+    if isinstance(empty_g, bool) or not isinstance(empty_g, (int, float, np.integer,
+                                                             np.floating)) \
+            or not 0.0 <= float(empty_g) <= 1.0:
+        raise DataError(f"empty_g must be a number in [0, 1], got {empty_g!r}", field="empty_g")
 
 
 def _records(hb: HistoryBatch, res: StopResult, rule: str, L: int) -> list[ReplayRecord]:
@@ -123,8 +133,11 @@ def replay_history(path, rule: str | None = None, W=None, k=None, empty_g: float
     spatial, ``DDM`` -> heuristic; ``_4_``, ``_8_``, ``k4``, ``8k``; ``L15`` / ``15L``; without
     an L in the name, the longest recorded history). ``empty_g=0.5`` and ``normalize=False``
     reproduce the released logs (docs/stopping.md); ``empty_g=0.0`` is the paper's correction. The
-    whole file runs as one batched, compiled call.
+    whole file runs as one batched, compiled call. ``empty_g`` outside [0, 1] (or NaN) raises
+    :class:`~bda_jax.DataError` before the file is read; the file is read as
+    :func:`load_history_batch` reads it.
     """
+    _check_empty_g(empty_g)
     hb = load_history_batch(path, normalize=normalize)
     rule, param, L = _resolve(hb, rule, W, k, L)
     res = _run_history(hb, rule, [int(param)], L, empty_g)
@@ -141,7 +154,9 @@ def resimulate(path, grid: Sequence[int], rule: str | None = None, empty_g: floa
     run in one compiled call; returns ``{value: records}``. Records whose variant would need
     rounds that were never run are marked ``truncated`` (none for a valid grid on a log run
     with the same empty_g; empty_g = 0.0 on a 0.5 log changes the path and can truncate).
+    ``empty_g`` must be in [0, 1] (:func:`replay_history`).
     """
+    _check_empty_g(empty_g)
     hb = load_history_batch(path, normalize=normalize)
     rule, recorded, L = _resolve(hb, rule, None, None, L)
     grid = [int(v) for v in grid]

@@ -29,6 +29,14 @@ class StopDecision(NamedTuple):
     step: int
 
 
+def _check_empty_g(empty_g) -> None:
+    """``empty_g`` must be a real number in [0, 1] (NaN is not)."""
+    if isinstance(empty_g, bool) or not isinstance(empty_g, (int, float, np.integer,
+                                                             np.floating)) \
+            or not 0.0 <= float(empty_g) <= 1.0:
+        raise DataError(f"empty_g must be a number in [0, 1], got {empty_g!r}", field="empty_g")
+
+
 _spatial_step_jit = jax.jit(spatial_step)
 _heuristic_step_jit = jax.jit(heuristic_step)
 
@@ -39,6 +47,9 @@ class Stopper:
     ``Stopper(rule="spatial", W=4, L=15, empty_g=0.0)`` or ``Stopper(rule="heuristic", k=4)``;
     ``update(answers)`` takes the round's n answers (str, or None / "empty" / "" for none) and
     returns a :class:`StopDecision`. It runs the same per-round function as the batched rules.
+    ``W``, ``k``, ``L``, ``n`` must be positive integers and ``empty_g`` (the score of an
+    all-empty round) a number in [0, 1]; anything else raises :class:`~bda_jax.DataError`
+    naming the argument.
 
     >>> s = Stopper("spatial", W=2)
     >>> s.update(["5", "5", "5", "5", "5"]).stop, s.update(["5", "5", "5", "5", "2"])[:3]
@@ -53,6 +64,7 @@ class Stopper:
         for name, v in (("W", W), ("k", k), ("L", L), ("n", n)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise DataError(f"{name} must be a positive integer, got {v!r}", field=name)
+        _check_empty_g(empty_g)
         self.rule, self.L, self.n = rule, int(L), int(n)
         self.normalize, self.benchmark = normalize, benchmark
         if rule == "spatial":

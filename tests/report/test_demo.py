@@ -7,8 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from bda_jax import CellCache
+import bda_jax.datasets
+from bda_jax import CellCache, DataError
+from bda_jax.cli import app
 from bda_jax.report import CACHE_NAME, load_results, run_demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +39,7 @@ def test_quick_demo_writes_report_and_results(quick):
     assert page.count('src="data:image/png;base64,') >= 8
     assert load_results(out / "results.json") == results
     assert results["schema_version"] == 1 and results["config"]["quick"] is True
-    cache = results["cache"]
+    cache = results["run"]["cache"]
     assert cache["loaded"] == 0 and cache["computed"] == cache["total"] > 10
     assert len(_cell_lines(out / CACHE_NAME)) == cache["total"]
     # the story the demo tells: BDA per-agent beats majority against the coalition and gives the
@@ -50,18 +53,44 @@ def test_quick_demo_writes_report_and_results(quick):
     assert results["datasets"]["bluebirds"]["n_tasks"] == 108
     part = results["dase"]["excerpts"][0]["replays"][0]["partition"]
     assert part["overall"]["n"] == 50
-    print(f"quick demo: {seconds:.1f} s ({results['timings_s']})")
+    print(f"quick demo: {seconds:.1f} s ({results['run']['timings_s']})")
 
 
-def test_rerun_loads_every_cell(quick, tmp_path):
+def _before_run(path: Path) -> bytes:
+    """A results file's bytes before its ``run`` section, checked to be the last one."""
+    data = path.read_bytes()
+    assert list(json.loads(data))[-1] == "run"
+    return data[: data.index(b'\n "run": ')]          # a JSON string holds no raw newline
+
+
+def test_rerun_loads_every_cell(quick):
     out, first, _ = quick
+    before = _before_run(out / "results.json")
     again = run_demo(out, quick=True, progress=False)
-    assert again["cache"]["computed"] == 0 and again["cache"]["loaded"] == first["cache"]["total"]
-    for key in ("datasets", "dose_response", "sleeper", "dase"):
-        assert again[key] == first[key]
+    cache = again["run"]["cache"]
+    assert cache["computed"] == 0 and cache["loaded"] == first["run"]["cache"]["total"]
+    assert _before_run(out / "results.json") == before  # cells from the cache: the same bytes
+
+
+def test_two_runs_write_identical_results(quick, tmp_path):
+    """Two runs of the same inputs and seed, from scratch: results.json is byte-identical but for
+    its run section (created, environment, cache counts, timings)."""
+    out, first, _ = quick
     fresh = run_demo(tmp_path, quick=True, progress=False, resume=False)
-    assert fresh["cache"]["loaded"] == 0
-    assert fresh["datasets"] == first["datasets"]              # deterministic given the seed
+    assert fresh["run"]["cache"]["loaded"] == 0
+    assert _before_run(tmp_path / "results.json") == _before_run(out / "results.json")
+    assert set(fresh["run"]) == {"created", "environment", "cache", "timings_s"}
+    assert not {"created", "environment", "cache", "timings_s"} & set(fresh)
+
+
+def test_bda_report_rerenders_the_results(quick, tmp_path):
+    out, _, _ = quick
+    assert load_results(out / "results.json") == json.loads((out / "results.json").read_text())
+    result = CliRunner().invoke(app, ["report", str(out / "results.json"), "--out",
+                                      str(tmp_path / "again")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "again" / "index.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Bluebirds" in page
 
 
 def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
@@ -77,6 +106,12 @@ def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, f"the demo ended before it was killed: {proc.stderr.read()}"
+        before = cache_path.read_bytes()
+        with pytest.raises(DataError) as err:       # a second demo on the live folder: refused
+            run_demo(tmp_path, quick=False, progress=False, resume=False)
+        assert err.value.field == "out" and str(tmp_path) in str(err.value)
+        assert cache_path.read_bytes()[: len(before)] == before    # and nothing was reset
+        assert not (tmp_path / "results.json").exists()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -89,10 +124,10 @@ def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
     with open(cache_path, "ab") as handle:          # a write cut short by the kill
         handle.write(b'{"key": "bluebirds|main|seed=0|-|maj')
 
-    results = run_demo(tmp_path, quick=True, progress=False)
-    total = quick[1]["cache"]["total"]
-    assert results["cache"]["loaded"] == len(done)           # every finished cell reused
-    assert results["cache"]["computed"] == total - len(done)  # and only the rest computed
+    results = run_demo(tmp_path, quick=True, progress=False)   # the kill left no stale lock
+    total = quick[1]["run"]["cache"]["total"]
+    assert results["run"]["cache"]["loaded"] == len(done)           # every finished cell reused
+    assert results["run"]["cache"]["computed"] == total - len(done)  # only the rest computed
     lines = _cell_lines(cache_path)
     assert len(lines) == total and len({r["key"] for r in lines}) == total
     assert cache_path.read_bytes().endswith(b"\n")            # the torn tail was dropped
@@ -108,5 +143,23 @@ def test_cache_of_other_settings_is_replaced(quick, tmp_path):
     path = tmp_path / CACHE_NAME
     CellCache(path, "some other study").put("x", 1)
     results = run_demo(tmp_path, quick=True, progress=False)
-    assert results["cache"]["loaded"] == 0 and "replaced" in results["cache"]["reset"]
-    assert "fingerprint" in results["cache"]["reset"] or "other study" in results["cache"]["reset"]
+    cache = results["run"]["cache"]
+    assert cache["loaded"] == 0 and "replaced" in cache["reset"]
+    assert "fingerprint" in cache["reset"] or "other study" in cache["reset"]
+
+
+def test_cache_of_other_data_is_not_reused(quick, tmp_path, monkeypatch):
+    """The cache's fingerprint covers the data: with one problem fewer in the DASE excerpt the
+    quick demo's finished cells are not reused, and the replay sees 50 - 1 = 49 problems."""
+    out, first, _ = quick
+    (tmp_path / CACHE_NAME).write_bytes((out / CACHE_NAME).read_bytes())
+    original = Path(bda_jax.datasets.DASE_EXCERPTS["gpqa_w4_head50"])
+    lines = original.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 50
+    (tmp_path / "data").mkdir()
+    shorter = tmp_path / "data" / original.name
+    shorter.write_bytes(b"".join(lines[:-1]))
+    monkeypatch.setitem(bda_jax.datasets.DASE_EXCERPTS, "gpqa_w4_head50", shorter)
+    results = run_demo(tmp_path, quick=True, progress=False)
+    assert results["run"]["cache"]["loaded"] == 0 and "replaced" in results["run"]["cache"]["reset"]
+    assert results["dase"]["excerpts"][0]["replays"][0]["partition"]["overall"]["n"] == 49
