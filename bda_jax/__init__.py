@@ -19,7 +19,7 @@ from .aggregators import ARMS, Evaluation, decision_flips, evaluate, make_arm, r
 from ._core.fitting import (BetaPrior, class_log_prior, fit_confusion, gold_consistent, labeled_count,
                            prior_from_reliability, reliability, uniform_error_confusion)
 from ._core.kernels import confusion_log_posterior, onecoin_log_posterior
-from ._core.normalize import default_normalizer, identity_normalizer
+from ._core.normalize import default_normalizer, identity_normalizer, normalize_id
 from ._core.selection import GRIDS, CVResult, inner_folds, make_folds, select_and_predict
 from ._core.sharding import (shard_counts, sharded_confusion_log_posterior,
                              sharded_onecoin_log_posterior, task_mesh)
@@ -38,7 +38,7 @@ __all__ = [
     "ArtifactError", "BdaError", "Counts", "CountsInfo", "DataError", "Decision", "FORCES", "Move",
     "PairCounts",
     "ResolvedTrace", "SkippedMove", "Trace", "TraceError", "confusion_log_posterior", "decide",
-    "default_normalizer", "identity_normalizer", "majority", "onecoin_log_posterior",
+    "default_normalizer", "identity_normalizer", "majority", "normalize_id", "onecoin_log_posterior",
     "parse_trace", "read_traces", "resolve_trace", "skipped_summary", "tally", "tally_stream",
     "write_traces",
     "shard_counts", "sharded_confusion_log_posterior", "sharded_onecoin_log_posterior",

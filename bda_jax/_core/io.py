@@ -1,13 +1,91 @@
 """File helpers: atomic writes (a failure leaves neither a half-written target nor a temporary
-file) and one JSON Lines reader whose errors name the file and line."""
+file) and the JSON readers of the package, whose errors name the file and line.
+
+Every JSON document read here refuses a key repeated within one object (Python's decoder would
+silently keep the last value): :func:`unique_keys` is the ``object_pairs_hook`` that does it, and
+:func:`read_json_lines` / :func:`read_json_file` turn it into the caller's error class naming the
+key (``field``) and, where asked, the record (``ids``)."""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, Callable, Iterator, Mapping, TextIO
 
-__all__ = ["atomic_write", "canonical_json", "read_json_lines"]
+__all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "atomic_write", "canonical_json", "loads_unique",
+           "read_json_file", "read_json_lines", "unique_keys"]
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object repeats a key. ``key``: the first repeated key; ``obj``: the object as a
+    dict (the last value of each key, as Python's decoder would have kept it)."""
+
+    def __init__(self, key: str, obj: dict):
+        super().__init__(f"duplicate key {key!r} in a JSON object")
+        self.key, self.obj = key, obj
+
+
+def unique_keys(pairs: list) -> dict:
+    """``object_pairs_hook`` for :func:`json.loads` that raises :class:`DuplicateKeyError` on a
+    key repeated within one object (at any depth).
+
+    >>> json.loads('{"a": 1, "b": {"c": 2}}', object_pairs_hook=unique_keys)
+    {'a': 1, 'b': {'c': 2}}
+    >>> json.loads('{"a": 1, "a": 2}', object_pairs_hook=unique_keys)
+    Traceback (most recent call last):
+    ...
+    bda_jax._core.io.DuplicateKeyError: duplicate key 'a' in a JSON object
+    """
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key, out)
+            seen.add(key)
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+#: The record keys that name the task and the move in a duplicate-key error of a trace file.
+TRACE_RECORD_IDS = {"task_id": "task_id", "move_id": "id"}
+
+
+def loads_unique(text: str):
+    """:func:`json.loads` that refuses a repeated key (:class:`DuplicateKeyError`, a
+    ``ValueError``); otherwise exactly ``json.loads(text)``."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _DECODER.decode(text)
+
+
+def _duplicate_location(text: str, err: DuplicateKeyError, ids) -> dict:
+    """Location keywords of a duplicate-key error: ``ids`` maps an error attribute
+    (``task_id``, ``move_id``) to the record key holding it. ``task_id`` is read from the
+    top-level object, ``move_id`` from the object that repeats the key when that is a nested
+    one; values that are not strings or integers are left out."""
+    if not ids:
+        return {}
+    found = []
+
+    def record(pairs):
+        out = dict(pairs)
+        if len(out) != len(pairs) and not found:
+            found.append(out)
+        return out
+
+    try:
+        doc = json.loads(text, object_pairs_hook=record)
+    except (ValueError, RecursionError):
+        return {}
+    where = {}
+    for attr, key in ids.items():
+        holder = doc if attr == "task_id" else (found[0] if found and found[0] is not doc
+                                                else None)
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            where[attr] = value
+    return where
 
 
 def canonical_json(obj) -> str:
@@ -56,13 +134,18 @@ def _numbered_lines(handle):
 
 
 def read_json_lines(path, error: type, what: str = "file",
-                    keep_line: Callable[[int], bool] | None = None) -> Iterator[tuple[int, Any]]:
+                    keep_line: Callable[[int], bool] | None = None,
+                    ids: Mapping[str, str] | None = TRACE_RECORD_IDS
+                    ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of a JSON Lines file.
 
     Lines end at ``\\n``, ``\\r\\n`` or a bare ``\\r``. A file that cannot be opened, bytes that
-    are not UTF-8 and text that is not JSON raise ``error`` (a :class:`~bda_jax.BdaError`
-    subclass) naming the file and the 1-based line. ``keep_line(lineno)`` False skips a line
-    undecoded (e.g. the lines of other processes' shards).
+    are not UTF-8, text that is not JSON and an object that repeats a key raise ``error`` (a
+    :class:`~bda_jax.BdaError` subclass) naming the file and the 1-based line (and, for a
+    repeated key, the key as ``field``). ``keep_line(lineno)`` False skips a line undecoded
+    (e.g. the lines of other processes' shards). ``ids`` says which record keys name the task
+    and the nested record in a duplicate-key error (default :data:`TRACE_RECORD_IDS`, the trace
+    format's ``task_id`` and move ``id``; ``None``: name neither).
     """
     path = os.fspath(path)
     try:
@@ -81,7 +164,11 @@ def read_json_lines(path, error: type, what: str = "file",
             if not text.strip():
                 continue
             try:
-                value = json.loads(text)
+                value = loads_unique(text)
+            except DuplicateKeyError as err:
+                raise error(f"duplicate key {err.key!r} in one JSON object (a repeated key is "
+                            "refused, not overwritten)", file=path, line=lineno, field=err.key,
+                            **_duplicate_location(text, err, ids)) from None
             except json.JSONDecodeError as err:
                 raise error(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
                             line=lineno) from None
@@ -93,9 +180,10 @@ def read_json_lines(path, error: type, what: str = "file",
 
 
 def read_json_file(path, error: type, what: str = "file") -> Any:
-    """Decode one whole JSON document. A file that cannot be opened, bytes that are not UTF-8 and
-    text that is not JSON raise ``error`` naming the file (and the line of a JSON error); a
-    document cut short says "truncated"."""
+    """Decode one whole JSON document. A file that cannot be opened, bytes that are not UTF-8,
+    text that is not JSON and an object that repeats a key raise ``error`` naming the file (and
+    the line of a JSON error, the key of a repeated one as ``field``); a document cut short says
+    "truncated"."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
@@ -103,7 +191,10 @@ def read_json_file(path, error: type, what: str = "file") -> Any:
     except OSError as err:
         raise error(f"cannot open {what}: {err.strerror}", file=path) from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads_unique(raw.decode("utf-8"))
+    except DuplicateKeyError as err:
+        raise error(f"duplicate key {err.key!r} in one JSON object (a repeated key is refused, "
+                    "not overwritten)", file=path, field=err.key) from None
     except UnicodeDecodeError as err:
         raise error(f"not valid UTF-8 (byte {err.start + 1})", file=path) from None
     except json.JSONDecodeError as err:

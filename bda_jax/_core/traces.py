@@ -21,6 +21,17 @@ self-concede, abstain     none  (no information)
 ========================  ====  ==========================================
 
 Stated confidences are carried for the baselines only; BDA never reads them (Property 3).
+
+Identities (docs/trace-format.md, "Identities"): an ``answer`` (or ``gold``) that is empty or
+whitespace only is no answer -- read as if absent, like an ``"empty"`` DASE answer or a null
+broadcast-log candidate -- so a propose or vote with one is inadmissible (``missing_answer``,
+field ``answer``: a :class:`TraceError` in strict mode, skipped in lenient mode); so is an answer
+the normalizer maps to ``""`` (``$$``, ``\\boxed{}``). A candidate that is empty after
+normalization is a task-level error. Agent ids are read through
+:func:`~bda_jax._core.normalize.normalize_id` (NFKC, then stripped), so two spellings of one
+agent (``"gemma"``, ``" gemma"``, fullwidth ``"ｇｅｍｍａ"``) are one agent, stored in that
+canonical form; task ids, move ids and targets are compared exactly as written. A JSON object
+that repeats a key is an error naming the key.
 """
 from __future__ import annotations
 
@@ -33,9 +44,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from .errors import TraceError
+from .errors import DataError, TraceError
 from .io import atomic_write, read_json_lines
-from .normalize import Normalizer, default_normalizer
+from .normalize import Normalizer, default_normalizer, normalize_id
 
 __all__ = [
     "FORCES", "Move", "Trace", "ResolvedTrace", "SkippedMove", "read_traces", "trace_line",
@@ -46,6 +57,11 @@ __all__ = [
 FORCES = ("propose", "vote", "concede", "challenge", "retract", "abstain")
 _MOVE_KEYS = ("id", "agent", "round", "force", "answer", "target", "confidence")
 _TASK_KEYS = ("task_id", "candidates", "gold", "cluster", "moves")
+
+
+def _blank(value) -> bool:
+    """An empty or whitespace-only string: no answer."""
+    return isinstance(value, str) and not value.strip()
 
 
 @dataclass(frozen=True)
@@ -190,9 +206,11 @@ def _parse_move(raw, position: int) -> Move:
         if "agent" not in raw or raw["agent"] is None:
             raise _Inadmissible("missing_agent", "move has no 'agent'", "agent")
         agent = raw["agent"]
-        if not isinstance(agent, str) or not agent.strip():
-            raise _Inadmissible("bad_type", f"agent must be a non-empty string, got {agent!r}",
-                                "agent")
+        if isinstance(agent, str):            # one agent, one id: NFKC, stripped
+            agent = agent.strip() if agent.isascii() else normalize_id(agent)
+        if not isinstance(agent, str) or not agent:
+            raise _Inadmissible("bad_type", f"agent must be a non-empty string, got "
+                                f"{_short(raw['agent'])}", "agent")
         if "round" not in raw:
             raise _Inadmissible("bad_round", "move has no 'round'", "round")
         rnd = raw["round"]
@@ -202,7 +220,10 @@ def _parse_move(raw, position: int) -> Move:
         answer = raw.get("answer")
         if answer is not None and not isinstance(answer, str):
             raise _Inadmissible("bad_type", f"answer must be a string, got "
-                                f"{type(answer).__name__} {answer!r}", "answer")
+                                f"{type(answer).__name__} {_short(answer)}", "answer")
+        blank_answer = answer is not None and not answer.strip()
+        if blank_answer:
+            answer = None                      # an empty answer is no answer
         target = raw.get("target")
         if target is not None:
             target = _id_str(target, "target", "target")
@@ -218,7 +239,9 @@ def _parse_move(raw, position: int) -> Move:
             conf = float(conf)
         if force in ("propose", "vote"):
             if answer is None:
-                raise _Inadmissible("missing_answer", f"a {force} needs an 'answer'", "answer")
+                raise _Inadmissible("missing_answer", f"a {force} needs an 'answer'"
+                                    + (f"; got {_short(raw['answer'])}, and an empty answer is "
+                                       "no answer" if blank_answer else ""), "answer")
             if target is not None:
                 raise _Inadmissible("unexpected_field", f"a {force} takes no 'target'", "target")
         elif force in ("concede", "challenge"):
@@ -232,8 +255,8 @@ def _parse_move(raw, position: int) -> Move:
                 raise _Inadmissible("missing_target", "a retract needs a 'target' or an 'answer'",
                                     "target")
         else:  # abstain
-            for key in ("answer", "target"):
-                if raw.get(key) is not None:
+            for key, value in (("answer", answer), ("target", target)):
+                if value is not None:
                     raise _Inadmissible("unexpected_field", f"an abstain takes no {key!r}", key)
     except _Inadmissible as err:
         err.move_id = move_id
@@ -248,6 +271,11 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
     Task-level problems always raise :class:`TraceError`; move-level problems raise too unless
     ``lenient``, in which case the move is skipped and recorded in ``Trace.skipped``. Protocol
     admissibility (targets, candidates, rounds) is checked by :func:`resolve_trace`.
+
+    Identities (module docstring): agent ids come back NFKC-normalized and stripped; an empty
+    or whitespace-only ``answer`` reads as absent (a propose or vote without one is
+    ``missing_answer``, field ``answer``), an empty ``gold`` as unlabeled, and an empty candidate
+    is a task-level error.
     """
     where = dict(file=file, line=line)
     if not isinstance(raw, dict):
@@ -265,11 +293,17 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
             raise TraceError("candidates must be a list of strings", field="candidates", **where)
         if not cands:
             raise TraceError("candidates is empty", field="candidates", **where)
+        for k, cand in enumerate(cands):
+            if _blank(cand):
+                raise TraceError(f"candidate #{k} is {cand!r}: an empty answer is no answer, so "
+                                 "it cannot be a candidate", field="candidates", **where)
         cands = tuple(cands)
     gold = raw.get("gold")
     if gold is not None and not isinstance(gold, str):
-        raise TraceError(f"gold must be a string or null, got {type(gold).__name__} {gold!r}",
-                         field="gold", **where)
+        raise TraceError(f"gold must be a string or null, got {type(gold).__name__} "
+                         f"{_short(gold)}", field="gold", **where)
+    if _blank(gold):
+        gold = None                      # an empty gold is no gold: the task is unlabeled
     cluster = raw.get("cluster")
     if cluster is not None:
         try:
@@ -333,6 +367,11 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     ``abstain_candidate`` (opt-in, e.g. ``"unknown"``) makes "I don't know" an explicit
     candidate: it is appended to every task's candidate set and each abstain endorses it (+1).
     By default an abstain carries no information.
+
+    An answer that ``normalizer`` maps to ``""`` is no answer: a propose or vote (or a retract
+    without a target) with one is inadmissible (``missing_answer``, field ``answer``); on a
+    concede or a targeted retract it is ignored, as if absent. A candidate that normalizes to
+    ``""`` raises; a gold that does leaves the task unlabeled.
     """
     if not trace.__dict__.get("_parsed"):
         # built in memory: check every field's type exactly as a file would be checked
@@ -346,6 +385,10 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
         keys = [normalizer(c) for c in trace.candidates]
         seen: dict[str, int] = {}
         for idx, key in enumerate(keys):
+            if key == "":
+                raise TraceError(f"candidate {trace.candidates[idx]!r} is empty after "
+                                 "normalization: an empty answer is no answer, so it cannot be a "
+                                 "candidate", field="candidates", **where)
             if key in seen:
                 raise TraceError(f"candidates {trace.candidates[seen[key]]!r} and "
                                  f"{trace.candidates[idx]!r} collide after normalization "
@@ -356,8 +399,8 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     else:
         keys, display, seen, fixed = [], [], {}, False
 
-    def candidate_index(answer: str) -> int:
-        key = normalizer(answer)
+    def candidate_index(answer: str, key: str | None = None) -> int:
+        key = normalizer(answer) if key is None else key
         if key in seen:
             return seen[key]
         if fixed:
@@ -375,7 +418,10 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
 
     unknown_index = None
     if abstain_candidate is not None:
-        key = normalizer(abstain_candidate)
+        key = normalizer(abstain_candidate) if isinstance(abstain_candidate, str) else ""
+        if key == "":
+            raise DataError(f"abstain_candidate must be a non-empty answer, got "
+                            f"{abstain_candidate!r}", field="abstain_candidate")
         if key not in seen:
             seen[key] = len(keys)
             keys.append(key)
@@ -419,15 +465,21 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
                                         "of this task", "target")
             sign, cand = 0, None
             force = move.force
+            akey = None if move.answer is None else (normalizer(move.answer) or None)
+            answer = move.answer if akey is not None else None   # "" after normalizing: none
             if force in ("propose", "vote"):
-                cand, sign = candidate_index(move.answer), +1
+                if answer is None:
+                    raise _Inadmissible("missing_answer", f"a {force} needs an 'answer'; got "
+                                        f"{_short(move.answer)}, which is empty after "
+                                        "normalization (an empty answer is no answer)", "answer")
+                cand, sign = candidate_index(answer, akey), +1
             elif force == "concede":
                 cand = answer_of[target.id]
                 if cand is None:
                     raise _Inadmissible("target_without_answer", f"concede target {target.id!r} "
                                         f"({target.force}) carries no answer", "target")
-                if move.answer is not None and candidate_index(move.answer) != cand:
-                    raise _Inadmissible("answer_mismatch", f"concede answer {move.answer!r} "
+                if answer is not None and candidate_index(answer, akey) != cand:
+                    raise _Inadmissible("answer_mismatch", f"concede answer {answer!r} "
                                         f"differs from its target's answer {display[cand]!r}",
                                         "answer")
                 sign = 0 if target.agent == move.agent else +1   # self-concede: no information
@@ -447,14 +499,18 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
                     if cand is None:
                         raise _Inadmissible("target_without_answer", f"retract target "
                                             f"{target.id!r} carries no answer", "target")
-                    if move.answer is not None and candidate_index(move.answer) != cand:
-                        raise _Inadmissible("answer_mismatch", f"retract answer {move.answer!r} "
+                    if answer is not None and candidate_index(answer, akey) != cand:
+                        raise _Inadmissible("answer_mismatch", f"retract answer {answer!r} "
                                             f"differs from its target's answer", "answer")
                 else:
-                    cand = candidate_index(move.answer)
+                    if answer is None:
+                        raise _Inadmissible("missing_answer", "a retract without a 'target' "
+                                            f"needs an 'answer'; got {_short(move.answer)}, "
+                                            "which is empty after normalization", "answer")
+                    cand = candidate_index(answer, akey)
                     if cand not in endorsed.get(move.agent, ()):
                         raise _Inadmissible("retract_unendorsed", f"agent {move.agent!r} never "
-                                            f"endorsed {move.answer!r}, so cannot retract it",
+                                            f"endorsed {answer!r}, so cannot retract it",
                                             "answer")
                 sign = -1
             elif force == "abstain" and abstain_candidate is not None:
@@ -486,8 +542,8 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
         raise TraceError("the task has no candidates: give 'candidates' or at least one move "
                          "with an answer", field="candidates", **where)
     gold, gold_missing = -1, False
-    if trace.gold is not None:
-        gkey = normalizer(trace.gold)
+    gkey = None if trace.gold is None else normalizer(trace.gold)
+    if gkey:                                # None or "": unlabeled (an empty gold is no gold)
         if gkey in seen:
             gold = seen[gkey]
         else:
@@ -529,7 +585,12 @@ def read_traces(path, *, lenient: bool = False,
     admissible. Strict mode (default) raises :class:`TraceError` at the first problem, naming
     file, line, task, move and field. ``lenient=True`` skips inadmissible moves, records them in
     each ``Trace.skipped`` and warns with a per-reason summary (:func:`skipped_summary`);
-    task-level problems (bad JSON, duplicate task ids, ...) still raise.
+    task-level problems (bad JSON, a key repeated within one object, duplicate task ids, ...)
+    still raise.
+
+    Identities: agent ids are NFKC-normalized and stripped (two spellings, one agent), an empty
+    answer is no answer, and answers are compared after ``normalizer`` (:func:`parse_trace`,
+    :func:`resolve_trace`; docs/trace-format.md).
     """
     path = os.fspath(path)
     traces = [trace for trace, _ in checked_traces(

@@ -19,12 +19,14 @@ key             type                      meaning
 problem         string or integer         problem (task) id; required
 outer_round     integer >= 0              outer (evaluator) round; required
 turn            integer >= 0              discussion turn within the outer round; required
-agent           non-empty string          the polled agent; required, unique within a block
+agent           non-empty string          the polled agent; required, unique within a block.
+                                          Read as an agent id: NFKC, stripped (``normalize_id``)
 score           number or null            stated confidence; null = not stated (stored NaN).
                                           Must lie in ``score_range`` (default [0, 1]).
 candidate       string or null            the extracted answer; null = no parsable answer.
-                                          Normalized on reading (``normalizer``); an answer
-                                          that normalizes to "" counts as null.
+                                          Normalized on reading (``normalizer``); an empty
+                                          or whitespace-only answer, or one that normalizes
+                                          to "", counts as null (as in every reader)
 correct         boolean or null           the candidate's correctness label; null = unlabeled.
                                           ``true`` with a null candidate is an error.
 selected        boolean (default false)   whether the router gave this agent the floor; at
@@ -55,7 +57,7 @@ selected poll, the selected agent)::
 ==================  ======================  ==================================================
 key                 type                    meaning
 ==================  ======================  ==================================================
-speaker             non-empty string        required
+speaker             non-empty string        required; an agent id like ``agent``
 spoken              string or null          answer extracted from the public message
                                             (normalized like ``candidate``)
 spoken_correct      boolean or null         its correctness label (``true`` needs ``spoken``)
@@ -71,7 +73,8 @@ equivalence_source  string or null          who decided it, e.g. "exact" or "jud
 ==================  ======================  ==================================================
 
 :func:`read_broadcast_log` checks every field and raises :class:`~bda_jax.TraceError` naming the
-file, line, task (problem id) and field of the first bad record. :func:`write_broadcast_log`
+file, line, task (problem id) and field of the first bad record; a key repeated within one
+object is such an error too (it names the key). :func:`write_broadcast_log`
 writes a log back (polls of a block, then its speak record), so that reading it returns an equal
 log.
 """
@@ -89,7 +92,7 @@ from ._common import is_int, short_repr
 from ._log import EQUIVALENCE_LABELS, BroadcastLog
 from .._core.errors import DataError, TraceError
 from .._core.io import atomic_write, read_json_lines
-from .._core.normalize import Normalizer, default_normalizer
+from .._core.normalize import Normalizer, default_normalizer, normalize_id
 
 __all__ = ["from_frame", "from_records", "read_broadcast_log", "write_broadcast_log"]
 
@@ -140,8 +143,20 @@ def _answer(raw: Mapping, key: str, normalizer: Normalizer | None) -> str | None
     if not isinstance(value, str):
         raise _Bad(f"{key} must be a string or null, got {type(value).__name__} "
                    f"{short_repr(value)}", key)
+    if not value.strip():              # an empty answer is no answer, whatever the normalizer
+        return None
     value = normalizer(value) if normalizer is not None else value
     return value if value != "" else None
+
+
+def _agent_id(raw: Mapping, key: str) -> str:
+    """An agent id (``agent``, ``speaker``): a non-empty string, read through
+    :func:`~bda_jax._core.normalize.normalize_id` (NFKC, stripped) so that two spellings of one
+    agent are one agent."""
+    value = raw.get(key)
+    if not isinstance(value, str) or not normalize_id(value):
+        raise _Bad(f"{key} must be a non-empty string, got {short_repr(value)}", key)
+    return normalize_id(value)
 
 
 def _text(raw: Mapping, key: str) -> str | None:
@@ -166,10 +181,7 @@ def _parse_record(raw, where, normalizer, score_range):
     try:
         outer_round, turn = _count(raw, "outer_round"), _count(raw, "turn")
         if kind == "poll":
-            agent = _text(raw, "agent")
-            if agent is None or not agent.strip():
-                raise _Bad(f"agent must be a non-empty string, got {short_repr(raw.get('agent'))}",
-                           "agent")
+            agent = _agent_id(raw, "agent")
             score = raw.get("score")
             if score is None:
                 score = math.nan
@@ -198,10 +210,7 @@ def _parse_record(raw, where, normalizer, score_range):
             return PollRecord(where, problem, _id(raw, "tier", required=False),
                          _id(raw, "cluster", required=False), outer_round, turn, agent, score,
                          candidate, correct, selected)
-        speaker = _text(raw, "speaker")
-        if speaker is None or not speaker.strip():
-            raise _Bad(f"speaker must be a non-empty string, got {short_repr(raw.get('speaker'))}",
-                       "speaker")
+        speaker = _agent_id(raw, "speaker")
         spoken = _answer(raw, "spoken", normalizer)
         spoken_correct = _flag(raw, "spoken_correct", default=None)
         if spoken_correct and spoken is None:
@@ -220,9 +229,9 @@ def _parse_record(raw, where, normalizer, score_range):
                 elif isinstance(item, dict) and set(item) <= {"agent", "answer"} \
                         and isinstance(item.get("answer"), str) \
                         and (item.get("agent") is None or (isinstance(item.get("agent"), str)
-                                                           and item["agent"].strip())):
+                                                           and normalize_id(item["agent"]))):
                     answer = _answer(item, "answer", normalizer)
-                    author = item.get("agent")
+                    author = None if item.get("agent") is None else normalize_id(item["agent"])
                 else:
                     raise _Bad(f"earlier_public[{k}] must be an answer string or an object "
                                f"{{'agent': non-empty str or null, 'answer': str}}, got "
@@ -289,7 +298,8 @@ def read_broadcast_log(path, *, normalizer: Normalizer | None = default_normaliz
     id) and field.
     """
     path = os.fspath(path)
-    items = ((line, "", raw) for line, raw in read_json_lines(path, TraceError, "broadcast log"))
+    items = ((line, "", raw) for line, raw in read_json_lines(path, TraceError, "broadcast log",
+                                                              ids={"task_id": "problem"}))
     return _parse_all(items, file=path, normalizer=normalizer, score_range=score_range,
                       cluster_size=cluster_size, cluster_order=cluster_order)
 

@@ -36,7 +36,8 @@ class BroadcastLog:
     **Poll table**, one row per (block, agent), ``R`` rows ordered by block and, within a block,
     by listing order; every array is [R]:
 
-    ``problem``, ``tier``, ``cluster``, ``agent`` (object arrays of str); ``outer_round``,
+    ``problem``, ``tier``, ``cluster``, ``agent`` (object arrays of str; the JSON Lines, record
+    and frame readers store agent and speaker ids NFKC-normalized and stripped); ``outer_round``,
     ``turn``, ``position`` (listing order within the block, 0-based) and ``block`` (block index
     in [0, B)) int64; ``score`` float64 (NaN: not stated); ``candidate`` object (normalized str or
     None); ``valid`` bool (candidate present and labeled); ``correct`` bool (False unless valid);

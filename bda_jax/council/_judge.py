@@ -10,11 +10,11 @@ verdict written with the run (:meth:`~bda_jax.council.MethodRun.judge_ledger`) f
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Sequence
 
 from ..datasets import extract_answer
+from .._core.io import loads_unique
 from .._core.normalize import default_normalizer
 from ._config import Seat
 from ._method_prompts import judge_messages, judge_schema, option_letters
@@ -25,7 +25,8 @@ _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```$", re.DOTALL)
 
 
 def json_object(text: str) -> dict | None:
-    """The JSON object a reply holds (a Markdown code fence around it is stripped), or ``None``."""
+    """The JSON object a reply holds (a Markdown code fence around it is stripped), or ``None``
+    (also for an object that repeats a key)."""
     if not isinstance(text, str):
         return None
     body = text.strip()
@@ -33,7 +34,7 @@ def json_object(text: str) -> dict | None:
     if m:
         body = m.group(1).strip()
     try:
-        value = json.loads(body)
+        value = loads_unique(body)          # a repeated key is no usable reply either
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .._core.errors import BdaError
+from .._core.io import DuplicateKeyError, loads_unique
 from .._core.normalize import default_normalizer
 from ._protocol import ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves
 
@@ -96,7 +97,9 @@ def parse_reply(text: str, legal: LegalMoves) -> MoveReply:
         raise ReplyError(f"reply is not text ({type(text).__name__})")
     body = _unfence(text)
     try:
-        value = json.loads(body)
+        value = loads_unique(body)
+    except DuplicateKeyError as err:
+        raise ReplyError(f"repeated key {err.key!r}") from None
     except (json.JSONDecodeError, RecursionError, ValueError):
         raise ReplyError("not JSON" if body else "empty reply") from None
     if not isinstance(value, dict):

@@ -84,7 +84,7 @@ import numpy as np
 import pandas as pd
 
 from .._core.errors import DataError
-from .._core.normalize import default_normalizer
+from .._core.normalize import default_normalizer, normalize_id
 from .._core.traces import Move, Trace, mark_field_checked
 
 __all__ = [
@@ -332,6 +332,28 @@ def _no_gold(file: str) -> _Column:
 
 
 # ----------------------------------------------------------------------------------- assembly
+def _canonical_ids(values: list) -> tuple[list, int | None]:
+    """``values`` read through :func:`~bda_jax._core.normalize.normalize_id` (NFKC, stripped:
+    one agent, one id, as in the trace reader), and the position of the first that becomes
+    empty (None if none). Only the distinct non-ASCII or padded values are rewritten."""
+    canon = {v: normalize_id(v) for v in set(values)
+             if isinstance(v, str) and (not v.isascii() or v != v.strip())}
+    canon = {v: c for v, c in canon.items() if c != v}
+    if not canon:
+        return values, None
+    out = [canon.get(v, v) for v in values]
+    empty = next((k for k, v in enumerate(out) if v == ""), None)
+    return out, empty
+
+
+def _agent_ids(worker: _Column) -> list:
+    values, empty = _canonical_ids(worker.values)
+    if empty is not None:
+        raise DataError(f"worker {worker.values[empty]!r} is empty as an agent id", file=worker.file,
+                        line=worker.lines[empty], field="worker")
+    return values
+
+
 def _assemble(name: str, task: _Column, worker: _Column, label: _Column, gold_task: _Column,
               gold: _Column, *, duplicates: str, candidates, max_classes: int,
               notes: dict | None = None) -> CrowdData:
@@ -341,6 +363,7 @@ def _assemble(name: str, task: _Column, worker: _Column, label: _Column, gold_ta
                         field="duplicates")
     file = task.file
     notes = dict(notes or {})
+    worker.values = _agent_ids(worker)
     frame = pd.DataFrame({"task": task.values, "worker": worker.values, "label": label.values})
 
     # -- duplicates
@@ -837,7 +860,9 @@ def to_traces(data: CrowdData) -> list[Trace]:
     """One :class:`~bda_jax.Trace` per task: each label becomes a round-0 ``propose`` move.
 
     Tasks come in order of first appearance in ``data.labels``; moves in row order, move id
-    ``"r<i>"`` for row ``i`` of ``data.labels`` (0-based position), agent = worker. Every trace
+    ``"r<i>"`` for row ``i`` of ``data.labels`` (0-based position), agent = worker read as an
+    agent id (NFKC, stripped: :func:`~bda_jax._core.normalize.normalize_id`, as the trace reader
+    does, so two spellings of one worker are one agent; every loader here already stores them so). Every trace
     shares ``candidates = data.candidates`` (so :func:`bda_jax.tally` records a ``vocab``) and
     carries the task's gold where known. The columns are checked here (non-empty strings, labels
     and gold among the candidates), so the traces are marked as parsed and :func:`bda_jax.tally`
@@ -862,7 +887,9 @@ def to_traces(data: CrowdData) -> list[Trace]:
     codes, names = pd.factorize(labels["task"].to_numpy(object))
     order = np.argsort(codes, kind="stable")
     ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
-    workers = labels["worker"].to_numpy(object)[order].tolist()
+    workers, empty = _canonical_ids(labels["worker"].to_numpy(object)[order].tolist())
+    if empty is not None:
+        raise DataError("a worker is empty as an agent id (NFKC, stripped)", field="worker")
     answers = labels["label"].to_numpy(object)[order].tolist()
     moves = [Move(f"r{r}", w, 0, "propose", a)
              for r, w, a in zip(order.tolist(), workers, answers)]

@@ -20,7 +20,6 @@ replay them with :func:`bda_jax.stopping.replay_history`.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from collections import defaultdict
@@ -106,9 +105,11 @@ def dase_file_settings(path) -> dict:
 
 
 def normalize_dase_answer(answer: str, benchmark: str = "aime") -> str | None:
-    """Canonical form of one DASE answer (``None`` for an empty one).
+    """Canonical form of one DASE answer (``None`` for an empty one: ``"empty"`` in any case or
+    width, blank, or empty after normalization -- an empty answer is no answer, as in the trace
+    reader).
 
-    The default normalizer (``$``, ``\\boxed{}``, case, ``(A)``), then: trailing backslashes
+    The default normalizer (NFKC, ``$``, ``\\boxed{}``, case, ``(A)``), then: trailing backslashes
     dropped, integers without leading zeros or thousands commas; GPQA option letters in upper
     case. Applied until it no longer changes the string, so ``default_normalizer`` maps distinct
     canonical answers to distinct keys.
@@ -128,7 +129,7 @@ def normalize_dase_answer(answer: str, benchmark: str = "aime") -> str | None:
             s = str(int(s.replace(",", "")))
         if s == before:
             break
-    if not s:
+    if not s or s == "empty":
         return None
     if benchmark == "gpqa" and re.fullmatch(r"[a-d]", s):
         return s.upper()
@@ -199,8 +200,9 @@ def _idx(value, where) -> int:
 
 
 def _jsonl_records(path: Path):
-    """(line number, object) for each non-blank line; DataError on bad JSON or a non-object."""
-    for lineno, obj in read_json_lines(path, DataError):
+    """(line number, object) for each non-blank line; DataError on bad JSON, a repeated key
+    (naming it and the record's ``idx``) or a non-object."""
+    for lineno, obj in read_json_lines(path, DataError, ids={"task_id": "idx"}):
         if not isinstance(obj, dict):
             raise DataError(f"a record must be a JSON object, got {type(obj).__name__}",
                             file=path, line=lineno)
@@ -434,29 +436,27 @@ def load_dase_vote_log(path) -> DaseVoteLog:
 
     The baseline logs hold, per problem, 70 sampled answers (``votes``) in the order they were
     drawn, the logged ``winner`` and its 0/1 ``acc`` flag, and the run's ``cost``
-    (``cost_total`` in the first AIME SC70 run); empty votes (``"empty"`` / ``""``) read as
-    ``None``, a ``"no_consensus"`` winner as ``None``.
+    (``cost_total`` in the first AIME SC70 run); empty votes (those :func:`normalize_dase_answer`
+    maps to ``None``: ``"empty"``, blank, ``$$``, ...: an empty answer is no answer, as in every
+    reader) read as ``None``, a ``"no_consensus"`` or empty winner as ``None``.
 
-    Raises :class:`DataError` naming file, line and field on a malformed record.
+    Raises :class:`DataError` naming file, line, idx and field on a malformed record (bad JSON, a
+    repeated key, a record that is not an object, a repeated or non-integer idx, an ``acc``
+    other than 0/1, a ``cost`` that is not a number).
     """
     path = Path(path)
     idx, votes, winner, acc, cost, pool = [], [], [], [], [], []
     bench = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise DataError(f"cannot open the file: {err.strerror}", file=path) from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg}", file=path, line=lineno) from None
+    seen_idx: dict[int, int] = {}
+    for lineno, rec in _jsonl_records(path):
         where = dict(file=path, line=lineno, task_id=rec.get("idx"))
         for key in ("idx", "votes", "winner", "acc"):
             if key not in rec:
                 raise DataError(f"the record has no {key!r}", field=key, **where)
+        i = _idx(rec["idx"], where)
+        if i in seen_idx:
+            raise DataError(f"idx {i} repeats line {seen_idx[i]}", field="idx", **where)
+        seen_idx[i] = lineno
         v = rec["votes"]
         if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
             raise DataError("'votes' must be a list of strings", field="votes", **where)
@@ -466,14 +466,25 @@ def load_dase_vote_log(path) -> DaseVoteLog:
             bench = b
         elif b != bench:
             raise DataError("the file mixes benchmarks", field="category", **where)
-        idx.append(int(rec["idx"]))
-        votes.append([None if a.strip() in _EMPTY else a for a in v])
         w = rec["winner"]
-        winner.append(None if w in ("no_consensus", "empty", "") else w)
-        acc.append(int(rec["acc"]))
+        if w is not None and not isinstance(w, str):
+            raise DataError(f"'winner' must be a string or null, got {type(w).__name__} {w!r}",
+                            field="winner", **where)
         c = rec.get("cost", rec.get("cost_total"))
+        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float))):
+            raise DataError(f"'cost' must be a number or null, got {type(c).__name__} {c!r}",
+                            field="cost", **where)
+        n_pool = rec.get("pool_inferences", 0)
+        if isinstance(n_pool, bool) or not isinstance(n_pool, int) or n_pool < 0:
+            raise DataError(f"'pool_inferences' must be a non-negative integer, got {n_pool!r}",
+                            field="pool_inferences", **where)
+        idx.append(i)
+        votes.append([None if normalize_dase_answer(a, b) is None else a for a in v])
+        winner.append(None if w is None or w.strip() == "no_consensus"
+                      or normalize_dase_answer(w, b) is None else w)
+        acc.append(_flag(rec["acc"], where, "acc"))
         cost.append(np.nan if c is None else float(c))
-        pool.append(int(rec.get("pool_inferences", 0)))
+        pool.append(n_pool)
     if not idx:
         raise DataError("the file holds no record", file=path)
     return DaseVoteLog(path.name, bench, np.asarray(idx), votes, winner, np.asarray(acc),

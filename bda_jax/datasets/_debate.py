@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .._core.errors import DataError
+from .._core.io import DuplicateKeyError, loads_unique
+from .._core.normalize import normalize_id
 from .._core.traces import Trace
 from ._moves import MOVE_MAPPINGS, answers_said, revisions_to_moves
 from ._parse_report import ParseReport, apply_tripwire, build_parse_report
@@ -65,6 +67,38 @@ def _key_lines(raw: str, keys: Iterable[str]) -> dict[str, int]:
     return out
 
 
+def _repeat_line(raw: str, key: str) -> int | None:
+    """1-based line of the second occurrence of ``"key":`` (best effort), None if not found."""
+    for needle in (json.dumps(key, ensure_ascii=False), json.dumps(key)):
+        first = raw.find(needle)
+        second = raw.find(needle, first + 1) if first >= 0 else -1
+        if second >= 0:
+            return raw.count("\n", 0, second) + 1
+    return None
+
+
+def _agent_names(agent_names) -> list[str] | None:
+    """The given agent names, checked: non-empty strings that stay distinct as agent ids (after
+    :func:`~bda_jax._core.normalize.normalize_id`, which every trace reader applies)."""
+    if agent_names is None:
+        return None
+    if isinstance(agent_names, str):
+        raise DataError("agent_names must be a list of names, not one string",
+                        field="agent_names")
+    names = list(agent_names)
+    seen: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not normalize_id(name):
+            raise DataError(f"agent names must be non-empty strings, got {name!r}",
+                            field="agent_names")
+        key = normalize_id(name)
+        if key in seen:
+            raise DataError(f"agent names {seen[key]!r} and {name!r} are one agent id "
+                            f"({key!r}: NFKC, stripped)", field="agent_names")
+        seen[key] = name
+    return [normalize_id(n) for n in names]
+
+
 def _read_json_object(path: Path):
     try:
         raw = path.read_text(encoding="utf-8")
@@ -73,10 +107,18 @@ def _read_json_object(path: Path):
     except UnicodeDecodeError as err:
         raise DataError(f"not valid UTF-8 (byte {err.start + 1})", file=path) from None
     try:
-        data = json.loads(raw)
+        data = loads_unique(raw)
+    except DuplicateKeyError as err:      # a repeated question would silently drop a record
+        raise DataError(f"duplicate key {err.key[:80]!r} in one JSON object (a repeated key is "
+                        "refused, not overwritten)", file=path, line=_repeat_line(raw, err.key),
+                        field=err.key[:80]) from None
     except json.JSONDecodeError as err:
         raise DataError(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
                         line=err.lineno) from None
+    except RecursionError:
+        raise DataError("invalid JSON: nested too deeply", file=path) from None
+    except ValueError as err:        # e.g. integers beyond Python's digit limit
+        raise DataError(f"invalid JSON: {err}", file=path) from None
     if not isinstance(data, dict) or not data:
         raise DataError("expected a non-empty JSON object {question: [agent_contexts, gold, "
                         "...]}", file=path, line=1)
@@ -127,6 +169,8 @@ def _load_du_format(path, *, task: str | None, agent_names, agent_meta,
         raise DataError(f"task must be 'gsm', 'arithmetic', 'mmlu' or None, got {task!r}",
                         field="task")
     path = Path(path)
+    agent_names = _agent_names(agent_names)
+    agent_meta = {normalize_id(k): v for k, v in (agent_meta or {}).items()}
     raw, data = _read_json_object(path)
     lines = _key_lines(raw, data.keys())
     traces, records, dropped = [], [], []

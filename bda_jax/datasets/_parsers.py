@@ -13,6 +13,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Mapping, NamedTuple, Sequence
 
+from .._core.normalize import nfkc
+
 __all__ = ["Parsed", "canonical_number", "extract_answer", "parse_label", "parse_letter",
            "parse_number"]
 
@@ -191,7 +193,8 @@ def parse_letter(text: str, letters: Sequence[str] = "ABCD",
 
 def parse_label(text: str, labels: Sequence[str]) -> Parsed:
     """Extract a committed word label, restricted to ``labels`` (e.g. True/False, yes/no/maybe),
-    compared case-insensitively; the label is returned as spelled in ``labels``.
+    compared after NFKC and case-insensitively (fullwidth ``ＴＲＵＥ`` is ``True``); the label is
+    returned as spelled in ``labels``.
 
     Rules, first that fires wins: the response *ends* with a label ("... **False**.", "Answer:
     yes"); "answer is <label>" (last occurrence); a bolded label (last occurrence); finally a
@@ -205,10 +208,22 @@ def parse_label(text: str, labels: Sequence[str]) -> Parsed:
     """
     if not isinstance(text, str) or not labels:
         return Parsed(None, None)
-    by_key = {str(lab).strip().casefold(): str(lab) for lab in labels}
+    by_key = {nfkc(str(lab)).strip().casefold(): str(lab) for lab in labels}
+    by_key.pop("", None)                  # an empty label can never be committed to
+    if not by_key:
+        return Parsed(None, None)
     alt = "|".join(sorted((re.escape(k) for k in by_key), key=len, reverse=True))
     word = rf"(?<![\w-])({alt})(?![\w-])"
-    body = text.strip()
+    body = nfkc(text).strip()
+
+    def label_of(found: str) -> str:
+        """The label a case-insensitive match stands for (``re.I`` also matches letters whose
+        casefold differs, e.g. dotless ``ı`` for ``i``)."""
+        key = found.casefold()
+        if key in by_key:
+            return by_key[key]
+        return next(lab for k, lab in by_key.items() if re.fullmatch(re.escape(k), found, re.I))
+
     rules = [
         ("final", re.compile(rf"{word}[\s*_\"'.!)\]]*$", re.I)),
         ("answer_is", re.compile(rf"(?i:answer|verdict|label)\s*(?:is|:|would be|=)\s*:?\s*"
@@ -218,10 +233,10 @@ def parse_label(text: str, labels: Sequence[str]) -> Parsed:
     for name, pattern in rules:
         found = pattern.findall(body)
         if found:
-            return Parsed(by_key[found[-1].casefold()], name)
-    seen = {m.casefold() for m in re.findall(word, body, re.I)}
+            return Parsed(label_of(found[-1]), name)
+    seen = {label_of(m) for m in re.findall(word, body, re.I)}
     if len(seen) == 1:
-        return Parsed(by_key[seen.pop()], "only_label")
+        return Parsed(seen.pop(), "only_label")
     return Parsed(None, None)
 
 

@@ -276,3 +276,12 @@ def test_no_warning_at_or_above_chance_or_without_labels(responder, golds):
         warnings.simplefilter("error", ParseWarning)
         run = _run_quietly(responder, qs)
     assert run.parse["tripwire"] is False
+
+
+def test_a_reply_repeating_a_key_is_not_read():
+    from bda_jax.council import LegalMoves, ReplyError, parse_reply
+    assert json_object('{"answer": "A", "answer": "B"}') is None
+    legal = LegalMoves(("propose",), ("A", "B"), ())
+    with pytest.raises(ReplyError, match="repeated key 'answer'"):
+        parse_reply('{"force": "propose", "answer": "A", "answer": "B", "target": null, '
+                    '"argument": ""}', legal)

@@ -4,10 +4,16 @@ Valid traces (the bundled example tasks and small protocol-respecting generated 
 -- deleted keys, values of another JSON type, unknown forces, bad or decreasing rounds, duplicate /
 missing / unknown / forward targets and ids, answers outside the candidates, candidates that
 collide after normalization, empty lists, confidence out of range, reordered / duplicated moves,
-truncated text, garbage bytes, ... -- written as a JSON Lines file and run through
+empty and blank answers, Unicode respellings of one answer or one agent, markup-like strings
+(``[/bold]``, ``$x$``) in task ids, answers and agent names, repeated keys, truncated text,
+garbage bytes, ... -- written as a JSON Lines file and run through
 ``read_traces`` (strict and lenient), ``tally`` and ``onecoin_log_posterior``. Every outcome must
 be valid counts with a finite, normalized posterior (-inf exactly on padding) or a ``TraceError``
-with a message (and ``file`` when raised while reading) -- never another exception, never NaN.
+with a message (and ``file`` when raised while reading) -- never another exception, never NaN;
+a valid outcome also keeps the identities of docs/trace-format.md (canonical agent ids, no
+blank answer, non-empty distinct candidate keys), and a file with a repeated key never reads.
+The identity classes also run as one small seeded slice (``test_identity_slice``) with the
+float64 reference as the kernel, so it needs no JAX compilation.
 
 The mutation engine and the checks live in ``benchmarks/fuzz_traces.py`` (the standalone runner,
 ``python benchmarks/fuzz_traces.py --mutations 100000``); this file drives the same engine with
@@ -16,6 +22,8 @@ the kernel sees the first few (T, I, K) shapes as they are and later ones padded
 (padding agents without moves and masked candidate slots leave the posterior unchanged).
 """
 import importlib.util
+import json
+import random
 import sys
 from pathlib import Path
 
@@ -100,12 +108,39 @@ HARD_INPUTS = {   # minimal files the fuzzer once found outside the contract; ea
     "answer_only_in_skipped_move": (b'{"task_id": "t", "moves": [{"id": "m1", "agent": "a", '
                                     b'"round": 0, "force": "retract", "answer": "B"}]}\n'),
 }
+IDENTITY_INPUTS = {   # the identity classes of issue #19 (read and tally: the reference kernel)
+    "blank_answer_propose": _MOVE.replace(b'"answer": "A"', b'"answer": " "') % (b"0", b""),
+    "blank_answer_only_move": (b'{"task_id": "t", "moves": [{"id": "m1", "agent": "a", '
+                               b'"round": 0, "force": "vote", "answer": "\\u3000"}]}\n'),
+    "repeated_answer_key": _MOVE % (b"0", b', "answer": "B"'),
+    "repeated_task_key": _MOVE.replace(b'"task_id": "t"', b'"task_id": "t", "task_id": "u"')
+    % (b"0", b""),
+    "nfc_and_nfd_agent": (_MOVE % (b"0", b"")).replace(
+        b"}]}", b'}, {"id": "m2", "agent": "e\\u0301", "round": 1, "force": "vote", '
+        b'"answer": "B"}, {"id": "m3", "agent": "\\u00e9", "round": 0, "force": "vote", '
+        b'"answer": "A"}]}'),
+    "markup_everywhere": (b'{"task_id": "[/bold]", "candidates": ["$x$", "[red]"], '
+                          b'"gold": "[red]", "moves": [{"id": "{0}", "agent": "[/bold]", '
+                          b'"round": 0, "force": "propose", "answer": "$$x$$"}]}\n'),
+}
 
 
 @pytest.mark.parametrize("name", sorted(HARD_INPUTS))
 def test_hard_inputs_give_counts_or_trace_error(name, tmp_path):
     res = fuzz.run_case(tmp_path / f"{name}.jsonl", HARD_INPUTS[name], KERNEL, informational=False)
     assert not res.failures, "\n".join(f"{c}: {d}" for c, d in res.failures)
+
+
+@pytest.mark.parametrize("name", sorted(IDENTITY_INPUTS))
+def test_identity_inputs_give_counts_or_trace_error(name, tmp_path):
+    res = fuzz.run_case(tmp_path / f"{name}.jsonl", IDENTITY_INPUTS[name], fuzz.reference_kernel,
+                        informational=False)
+    assert not res.failures, "\n".join(f"{c}: {d}" for c, d in res.failures)
+    expect = {"blank_answer_propose": "trace_error", "blank_answer_only_move": "trace_error",
+              "repeated_answer_key": "trace_error", "repeated_task_key": "trace_error",
+              "nfc_and_nfd_agent": "trace_error",      # one agent: its round 0 follows round 1
+              "markup_everywhere": "valid"}[name]
+    assert res.strict.kind == expect, res.strict.detail
 
 
 def test_pad_counts_leaves_the_posterior_unchanged(tmp_path):
@@ -120,3 +155,50 @@ def test_pad_counts_leaves_the_posterior_unchanged(tmp_path):
     fuzz.check_posterior(counts, direct)
     np.testing.assert_allclose(np.exp(padded), np.exp(direct), atol=1e-6)
     assert (padded[~np.asarray(counts.mask)] == -np.inf).all()
+
+
+IDENTITY_SEEDS = range(120)
+
+
+def test_identity_slice(tmp_path):
+    """Empty answers, Unicode respellings of one answer / one agent, markup-like ids and a
+    repeated key, seeded: no failure in either mode; a case of valid-preserving mutations reads
+    valid, and its full Unicode respelling gives the same counts, agents and candidate keys."""
+    checked = 0
+    for seed in IDENTITY_SEEDS:
+        rng = random.Random(seed)
+        mutations = rng.sample(fuzz.IDENTITY_MUTATORS, rng.randint(1, 2))
+        byte_mutation = "duplicate_key" if seed % 4 == 0 else None
+        case = fuzz.make_case(rng, EXAMPLES, max_tasks=2, mutations=mutations,
+                              byte_mutation=byte_mutation)
+        res = fuzz.run_case(tmp_path / "case.jsonl", case.data, fuzz.reference_kernel,
+                            informational=False)
+        assert not res.failures, (seed, _report(case, res))
+        if res.repeated_key is not None:
+            assert res.strict.kind == res.lenient.kind == "trace_error", seed
+        if case.unmutated:
+            assert res.strict.kind == "valid", (seed, res.strict.detail)
+            diff = fuzz.respelling_check(tmp_path / "again.jsonl", case.doc, random.Random(seed))
+            assert diff is None, (seed, diff)
+            checked += 1
+    assert checked >= 5            # the slice does exercise the respelling property
+
+
+def test_markup_strings_are_data(tmp_path):
+    """Markup-like ids, answers and agent names come back verbatim, in counts and in errors."""
+    import bda_jax
+    path = tmp_path / "markup.jsonl"
+    path.write_bytes(IDENTITY_INPUTS["markup_everywhere"])
+    counts = bda_jax.tally(bda_jax.read_traces(path))
+    assert counts.info.task_ids == ("[/bold]",) and counts.agents == ("[/bold]",)
+    assert counts.info.candidates == (("$x$", "[red]"),)
+    # "$$x$$" is the candidate "$x$" (both normalize to "x"); the gold is "[red]"
+    assert np.asarray(counts.e).tolist() == [[[1, 0]]] and np.asarray(counts.gold).tolist() == [1]
+    bad = json.loads(IDENTITY_INPUTS["markup_everywhere"])
+    bad["moves"][0]["answer"] = "[/red]"
+    path.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    with pytest.raises(bda_jax.TraceError) as info:
+        bda_jax.read_traces(path)
+    err = info.value
+    assert (err.task_id, err.move_id, err.field) == ("[/bold]", "{0}", "answer")
+    assert "'[/red]'" in str(err) and "task '[/bold]'" in str(err)
