@@ -12,7 +12,8 @@ from .._core.counts import tally
 from .._core.errors import DataError
 from .._core.fitting import labeled_count
 from .._core.traces import Trace
-from ._artifacts import ModelArtifact, check_agents, fingerprint_counts, save_model
+from ._artifacts import (ModelArtifact, check_agents, check_model_out, fingerprint_counts,
+                         save_model)
 from ._evaluation import fitted_hyperparameters, is_supervised, make_arm
 
 __all__ = ["fit_model_file", "predict_tasks"]
@@ -27,8 +28,13 @@ def fit_model_file(traces: Sequence[Trace], arm: str, out, *, seed: int = 0,
     at least 2 labeled tasks (:class:`~bda_jax.DataError` on field ``gold`` otherwise). Returns the
     summary ``bda fit --json`` prints: ``model``, ``arm``, ``estimator``, ``agents``, ``n_tasks``,
     ``n_labeled``, ``params`` (the selected hyperparameters), ``counts_fingerprint``, ``seconds``.
+
+    Before fitting, an existing array file beside ``out`` that the model file at ``out`` does not
+    own is refused (:func:`check_model_out`, a :class:`~bda_jax.DataError`), so a long fit never
+    ends in a refused save; nothing is written unless the whole model is.
     """
     model = make_arm(arm, seed)
+    check_model_out(out)
     counts = tally(traces)
     n_labeled = labeled_count(counts)
     if is_supervised(arm) and n_labeled < 2:

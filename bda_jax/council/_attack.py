@@ -226,15 +226,16 @@ def plot_attack(rows: Sequence[dict], path, *, chance: float | None = None) -> s
             for b, a in zip(bars, arms):
                 ax.annotate(f"γ={by[(a, cond)]['gamma']:.2f}", (b.get_x() + b.get_width() / 2,
                                                                  b.get_height()),
-                            ha="center", va="bottom", fontsize=7)
+                            ha="center", va="bottom", fontsize=7, parse_math=False)
     if chance is not None:
         ax.axhline(chance, ls="--", color="0.4", lw=1, label="chance")
     ax.set_xticks(x)
-    ax.set_xticklabels(arms, rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels(arms, rotation=30, ha="right", fontsize=8, parse_math=False)
     ax.set_ylim(0, 1.08)
     ax.set_ylabel("accuracy")
     ax.set_title("Fair attack: one adversary role in each method's own channel", fontsize=9)
-    ax.legend(fontsize=7, loc="upper right")
+    for text in ax.legend(fontsize=7, loc="upper right").get_texts():
+        text.set_parse_math(False)             # plain text, like the arm names on the axis
     fig.tight_layout()
     path = os.fspath(path)
     atomic_write(path, lambda fh: fig.savefig(fh, format="png"), binary=True)

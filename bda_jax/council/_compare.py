@@ -259,7 +259,8 @@ def plot_comparison(rows: Sequence[dict], path) -> str:
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1.02)
     ax.set_title("Compute-matched comparison", fontsize=9)
-    ax.legend(fontsize=7)
+    for text in ax.legend(fontsize=7).get_texts():
+        text.set_parse_math(False)             # method names are user strings: never mathtext
     fig.tight_layout()
     path = os.fspath(path)
     atomic_write(path, lambda fh: fig.savefig(fh, format="png"), binary=True)

@@ -8,20 +8,23 @@ and the self-contained HTML report that renders either.
   of a trace set under a shared prior ([BDA] Eqs. 1-3).
 * ``evaluation_results`` evaluates arms one resumable cell at a time into the document of
   ``bda evaluate --out`` (kind ``EVALUATION_KIND``).
-* ``load_results`` reads either results file (``evaluation_as_report`` converts an evaluation)
-  and ``validate_results`` checks the report schema (``SCHEMA_VERSION``, ``RESULTS_KIND``);
-  ``render_report`` writes ``index.html``.
+* ``load_results`` reads either results file (a regular file of at most ``RESULTS_MAX_BYTES``;
+  ``evaluation_as_report`` converts an evaluation);
+  ``validate_results`` checks the whole report schema (``SCHEMA_VERSION``, ``RESULTS_KIND``) and
+  ``validate_evaluation`` the whole ``bda evaluate`` document, each naming the first bad field
+  in an ``ArtifactError``; ``render_report`` validates, then writes ``index.html`` (user strings
+  HTML-escaped, and drawn as plain text in the figures, never as mathtext).
 * ``strict_json``: the one converter of results to strict JSON values. The files are written
   with ``bda_jax.atomic_write`` and resumed through ``bda_jax.CellCache``.
 """
 from ._demo import CACHE_NAME, demo_config, run_demo
 from ._evaluation import EVALUATION_KIND, evaluation_results
-from ._html import (RESULTS_KIND, SCHEMA_VERSION, evaluation_as_report, load_results,
-                    render_report, validate_results)
+from ._html import RESULTS_MAX_BYTES, evaluation_as_report, load_results, render_report
+from ._validate import RESULTS_KIND, SCHEMA_VERSION, validate_evaluation, validate_results
 from ._json import strict_json
 from ._table import posterior_table
 
-__all__ = ["CACHE_NAME", "EVALUATION_KIND", "RESULTS_KIND", "SCHEMA_VERSION",
+__all__ = ["CACHE_NAME", "EVALUATION_KIND", "RESULTS_KIND", "RESULTS_MAX_BYTES", "SCHEMA_VERSION",
            "demo_config", "evaluation_as_report", "evaluation_results",
            "load_results", "posterior_table", "render_report",
-           "run_demo", "strict_json", "validate_results"]
+           "run_demo", "strict_json", "validate_evaluation", "validate_results"]

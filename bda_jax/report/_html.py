@@ -3,11 +3,13 @@
 :func:`render_report` draws every figure with matplotlib (off-screen, Agg), embeds each as a
 base64 PNG ``data:`` URI and writes one HTML file with inline CSS: no JavaScript, no external
 file, no network, so the page can be mailed or archived as is. Every string taken from the
-results (arm names, agent ids, answers, file names) is HTML-escaped. :func:`load_results` reads
-a ``results.json`` back and checks its schema (a typed :class:`~bda_jax.ArtifactError` names the
-offending field), so ``bda report results.json --out DIR`` re-renders a report without rerunning
-anything; it also reads the results of ``bda evaluate --out``, shown as one data-set section
-(:func:`evaluation_as_report`).
+results (arm names, agent ids, answers, file names) is HTML-escaped, and every figure text that
+can hold one is drawn with ``parse_math=False``: a ``$`` or a ``\\frac`` in a name is shown as
+typed, never typeset as mathtext (nor able to make the render fail). :func:`load_results` reads
+a ``results.json`` back and checks its whole schema first (``validate_results``: a typed
+:class:`~bda_jax.ArtifactError` names the offending field), so ``bda report results.json --out
+DIR`` re-renders a report without rerunning anything; it also reads the results of ``bda
+evaluate --out``, shown as one data-set section (:func:`evaluation_as_report`).
 """
 from __future__ import annotations
 
@@ -17,128 +19,40 @@ import io
 import json
 import math
 import os
+import stat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from .._core.errors import ArtifactError
 from .._core.io import atomic_write, read_json_file
 from ._evaluation import EVALUATION_KIND
+from ._validate import RESULTS_KIND, SCHEMA_VERSION, validate_evaluation, validate_results
 
 __all__ = ["render_report", "load_results", "validate_results", "evaluation_as_report",
-           "SCHEMA_VERSION", "RESULTS_KIND"]
+           "SCHEMA_VERSION", "RESULTS_KIND", "RESULTS_MAX_BYTES"]
 
-SCHEMA_VERSION = 1
-RESULTS_KIND = "bda_jax.demo_results"
-
-# --------------------------------------------------------------------------- schema
-
-_REQUIRED_ROW = ("accuracy", "ece_ew", "brier_mc")
-
-
-def _fail(reason: str, field: str, file=None):
-    return ArtifactError(reason, file=file, field=field)
-
-
-def _need(obj: dict, name: str, kind, where: str, file, optional: bool = False):
-    field = f"{where}.{name}" if where else name
-    if name not in obj:
-        if optional:
-            return None
-        raise _fail("missing", field, file)
-    value = obj[name]
-    if value is None and optional:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise _fail(f"expected {names}, got {type(value).__name__}", field, file)
-    return value
-
-
-def validate_results(results: Any, file=None) -> dict:
-    """Check the structure of demo results (the dict :func:`run_demo` returns); returns it.
-
-    Raises :class:`~bda_jax.ArtifactError` naming the first offending field, e.g.
-    ``datasets.council.arms[2].row.accuracy``.
-
-    >>> validate_results({"schema_version": 99, "kind": "bda_jax.demo_results"})
-    Traceback (most recent call last):
-    ...
-    bda_jax._core.errors.ArtifactError: field 'schema_version': schema_version 99 is not readable by this bda_jax (reads 1..1)
-    """
-    if not isinstance(results, dict):
-        raise _fail(f"results must be a JSON object, got {type(results).__name__}", "results",
-                    file)
-    version = _need(results, "schema_version", int, "", file)
-    if not 1 <= version <= SCHEMA_VERSION:
-        raise _fail(f"schema_version {version!r} is not readable by this bda_jax "
-                    f"(reads 1..{SCHEMA_VERSION})", "schema_version", file)
-    kind = _need(results, "kind", str, "", file)
-    if kind != RESULTS_KIND:
-        raise _fail(f"not demo results (kind {kind!r}, expected {RESULTS_KIND!r})", "kind", file)
-    _need(results, "config", dict, "", file)
-    datasets = _need(results, "datasets", dict, "", file)
-    for name, block in datasets.items():
-        where = f"datasets.{name}"
-        if not isinstance(block, dict):
-            raise _fail(f"expected object, got {type(block).__name__}", where, file)
-        arms = _need(block, "arms", list, where, file)
-        for i, arm in enumerate(arms):
-            aw = f"{where}.arms[{i}]"
-            if not isinstance(arm, dict):
-                raise _fail(f"expected object, got {type(arm).__name__}", aw, file)
-            _need(arm, "arm", str, aw, file)
-            row = _need(arm, "row", dict, aw, file)
-            for metric in _REQUIRED_ROW:
-                if metric not in row:
-                    raise _fail("missing", f"{aw}.row.{metric}", file)
-                if row[metric] is not None and not _is_number(row[metric]):
-                    raise _fail(f"expected a number or null, got {type(row[metric]).__name__}",
-                                f"{aw}.row.{metric}", file)
-            _need(arm, "bins", dict, aw, file, optional=True)
-            _need(arm, "ci", dict, aw, file, optional=True)
-        weights = _need(block, "weights", dict, where, file, optional=True)
-        if weights is not None:
-            agents = _need(weights, "agents", list, f"{where}.weights", file)
-            for col in ("weight", "reliability"):
-                vals = _need(weights, col, list, f"{where}.weights", file)
-                if len(vals) != len(agents):
-                    raise _fail(f"has {len(vals)} entries for {len(agents)} agents",
-                                f"{where}.weights.{col}", file)
-    dose = _need(results, "dose_response", dict, "", file, optional=True)
-    if dose is not None:
-        rows = _need(dose, "rows", list, "dose_response", file)
-        for i, row in enumerate(rows):
-            if not isinstance(row, dict) or not {"regime", "arm", "p_wrong"} <= set(row):
-                raise _fail("each row needs regime, arm and p_wrong", f"dose_response.rows[{i}]",
-                            file)
-    sleeper = _need(results, "sleeper", dict, "", file, optional=True)
-    if sleeper is not None:
-        rows = _need(sleeper, "table", list, "sleeper", file)
-        for i, row in enumerate(rows):
-            if not isinstance(row, dict) or not {"f", "arm"} <= set(row):
-                raise _fail("each row needs f and arm", f"sleeper.table[{i}]", file)
-    dase = _need(results, "dase", dict, "", file, optional=True)
-    if dase is not None:
-        excerpts = _need(dase, "excerpts", list, "dase", file)
-        for i, ex in enumerate(excerpts):
-            ew = f"dase.excerpts[{i}]"
-            if not isinstance(ex, dict):
-                raise _fail(f"expected object, got {type(ex).__name__}", ew, file)
-            replays = _need(ex, "replays", list, ew, file)
-            for j, rep in enumerate(replays):
-                if not isinstance(rep, dict):
-                    raise _fail("expected object", f"{ew}.replays[{j}]", file)
-                _need(rep, "records", list, f"{ew}.replays[{j}]", file)
-                _need(rep, "partition", dict, f"{ew}.replays[{j}]", file)
-    return results
+#: the largest results file :func:`load_results` reads (bytes)
+RESULTS_MAX_BYTES = 256 * 2 ** 20
 
 
 def load_results(path) -> dict:
     """Read and validate a results file for :func:`render_report`: the ``results.json`` of
     ``bda demo``, or the results of ``bda evaluate --out`` (kind ``"bda_jax.evaluation"``,
-    converted by :func:`evaluation_as_report`). An :class:`~bda_jax.ArtifactError` names the
-    file and field if it cannot be opened, is not JSON, or matches neither schema."""
+    validated whole by :func:`~bda_jax.report.validate_evaluation`, then converted by
+    :func:`evaluation_as_report`). The file must be a regular file (a FIFO or a device is never
+    opened) of at most :data:`RESULTS_MAX_BYTES` bytes. An :class:`~bda_jax.ArtifactError` names
+    the file and field if it cannot be opened, is not JSON, or does not match its schema
+    (:func:`~bda_jax.report.validate_results`); a results file that loads renders."""
     path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None                                  # read_json_file names the error
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ArtifactError("cannot open results: not a regular file", file=path)
+    if st is not None and st.st_size > RESULTS_MAX_BYTES:
+        raise ArtifactError(f"results file of {st.st_size} bytes is over the limit of "
+                            f"{RESULTS_MAX_BYTES} bytes", file=path)
     results = read_json_file(path, ArtifactError, "results")
     if isinstance(results, dict) and results.get("kind") == EVALUATION_KIND:
         results = evaluation_as_report(results, path)
@@ -148,16 +62,14 @@ def load_results(path) -> dict:
 def evaluation_as_report(ev: dict, path=None) -> dict:
     """An :func:`~bda_jax.report.evaluation_results` document in the demo report's schema (one
     data-set section of the arms), for :func:`render_report`; ``path``: the file it was read
-    from (named by errors). A table that is not a non-empty list of rows with an ``arm`` is an
-    :class:`~bda_jax.ArtifactError`."""
+    from (named by errors). The document is validated whole first
+    (:func:`~bda_jax.report.validate_evaluation`): a bad field is an
+    :class:`~bda_jax.ArtifactError` naming it, e.g. ``table[1].accuracy``."""
     file = None if path is None else str(path)
-    table = ev.get("table")
-    if not isinstance(table, list) or not table or \
-            not all(isinstance(r, dict) and isinstance(r.get("arm"), str) for r in table):
-        raise ArtifactError("table must be a non-empty list of rows with an 'arm'",
-                            file=file, field="table")
-    boot = ev.get("bootstrap") if isinstance(ev.get("bootstrap"), dict) else {}
-    sel = ev.get("selected") if isinstance(ev.get("selected"), dict) else {}
+    validate_evaluation(ev, file)
+    table = ev["table"]
+    boot = ev.get("bootstrap") or {}
+    sel = ev.get("selected") or {}
     stem = Path(file).stem if file is not None else "evaluation"
     name = Path(str(ev.get("traces") or stem)).name
     arms = [{"arm": r["arm"], "row": r, "vs_reference": boot.get(r["arm"]),
@@ -179,7 +91,14 @@ def evaluation_as_report(ev: dict, path=None) -> dict:
 # --------------------------------------------------------------------------- formatting
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """An int or float (never a bool) that converts to a float (a huge int does not)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
 
 
 def _num(x, digits: int = 3) -> str:
@@ -236,6 +155,22 @@ def _img(uri: str, alt: str, cls: str = "") -> str:
     return f'<img{c} src="{uri}" alt="{_e(alt)}">'
 
 
+def _label(name) -> str:
+    """A user string as a legend label: matplotlib hides labels that start with ``_``, so those
+    get a zero-width space in front (shown as typed, never dropped)."""
+    text = str(name)
+    return "\u200b" + text if text.startswith("_") else text
+
+
+def _legend(ax, **kwargs):
+    """``ax.legend(**kwargs)`` with every label drawn as plain text (``parse_math=False``): a
+    legend label is an arm, a seat or a record id, a user string."""
+    legend = ax.legend(**kwargs)
+    for text in legend.get_texts():
+        text.set_parse_math(False)
+    return legend
+
+
 def _fig_reliability(arm: dict) -> str:
     bins = arm.get("bins") or {}
     conf = [_f(v) for v in bins.get("confidence") or []]
@@ -260,7 +195,8 @@ def _fig_reliability(arm: dict) -> str:
     ax.set_xlabel("confidence", fontsize=8)
     ax.set_ylabel("accuracy", fontsize=8)
     row = arm.get("row") or {}
-    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}", fontsize=9)
+    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}", fontsize=9,
+                 parse_math=False)
     ax.tick_params(labelsize=7)
     return _png(fig)
 
@@ -287,22 +223,23 @@ def _fig_weights(weights: dict, sort: bool) -> str:
     mu = [_f(v) for v in weights.get("prior_mean") or []]
     if len(mu) == len(agents):
         ax2.plot(list(xs), [mu[i] for i in order], "o", ms=3, color="black", label="prior mean μ_i")
-        ax2.legend(fontsize=7, loc="upper right")
+        _legend(ax2, fontsize=7, loc="upper right")
     if math.isfinite(chance):
         ax2.axhline(chance, color="black", lw=0.8, ls="--")
-        ax2.text(-0.5, chance, " chance", va="bottom", ha="left", fontsize=7)
+        ax2.text(-0.5, chance, " chance", va="bottom", ha="left", fontsize=7, parse_math=False)
     ax2.set_ylim(0, 1)
     ax2.set_ylabel("reliability r_i", fontsize=8)
     for ax in (ax1, ax2):
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([agents[i] for i in order], rotation=90 if n > 8 else 0, fontsize=7)
+        ax.set_xticklabels([agents[i] for i in order], rotation=90 if n > 8 else 0, fontsize=7,
+                           parse_math=False)
         ax.tick_params(axis="y", labelsize=7)
         ax.set_xlim(-0.6, n - 0.4)
     from matplotlib.patches import Patch
     handles = [Patch(color="#1f77b4", label="weight > 0"), Patch(color="#ff7f0e", label="weight < 0")]
     if adv:
         handles.append(Patch(color="#d62728", label="coalition seat"))
-    ax1.legend(handles=handles, fontsize=7, loc="best")
+    _legend(ax1, handles=handles, fontsize=7, loc="best")
     fig.tight_layout()
     return _png(fig)
 
@@ -317,14 +254,14 @@ def _fig_dose(dose: dict) -> str:
             pts = sorted((_f(r["p_wrong"]), _f(r.get("accuracy"))) for r in dose["rows"]
                          if r["regime"] == regime and r["arm"] == arm)
             ax.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
-                    color=_COLORS[a % len(_COLORS)], label=arm)
-        ax.set_title(regime, fontsize=9)
+                    color=_COLORS[a % len(_COLORS)], label=_label(arm))
+        ax.set_title(regime, fontsize=9, parse_math=False)
         ax.set_xlabel("p_wrong (dose)", fontsize=8)
         ax.set_ylim(-0.02, 1.02)
         ax.tick_params(labelsize=7)
         if j == 0:
             ax.set_ylabel("accuracy", fontsize=8)
-            ax.legend(fontsize=7)
+            _legend(ax, fontsize=7)
     fig.tight_layout()
     return _png(fig)
 
@@ -336,11 +273,11 @@ def _fig_sleeper(sl: dict) -> str:
     for a, arm in enumerate(arms):
         pts = sorted((_f(r["f"]), _f(r.get("accuracy"))) for r in sl["table"] if r["arm"] == arm)
         ax1.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
-                 color=_COLORS[a % len(_COLORS)], label=arm)
+                 color=_COLORS[a % len(_COLORS)], label=_label(arm))
     ax1.set_xlabel("f (attacked share of the calibration window)", fontsize=8)
     ax1.set_ylabel("deployment accuracy", fontsize=8)
     ax1.set_ylim(-0.02, 1.02)
-    ax1.legend(fontsize=7)
+    _legend(ax1, fontsize=7)
     first = {}
     for r in sl["table"]:
         first.setdefault(_f(r["f"]), r)
@@ -352,7 +289,7 @@ def _fig_sleeper(sl: dict) -> str:
         ax2.axhline(factor, color="#d62728", ls="--", lw=1, label=f"alarm at {factor:g}x")
     ax2.set_xlabel("f", fontsize=8)
     ax2.set_ylabel("row-drift ratio", fontsize=8)
-    ax2.legend(fontsize=7)
+    _legend(ax2, fontsize=7)
     for ax in (ax1, ax2):
         ax.tick_params(labelsize=7)
     fig.tight_layout()
@@ -387,7 +324,7 @@ def _fig_dase_traj(records: Sequence[dict], W) -> str:
         mark = "✓" if r.get("correct") else "✗"
         label = f"#{r.get('idx')} {r.get('commit')} {mark}"
         color = _COLORS[i % len(_COLORS)]
-        ax1.plot(rounds, g, "o-", ms=3, lw=1.2, color=color, label=label)
+        ax1.plot(rounds, g, "o-", ms=3, lw=1.2, color=color, label=_label(label))
         x = r.get("x")
         if x:
             ax2.step([0] + list(range(1, len(x) + 1)), [0] + [_f(v) for v in x], where="post",
@@ -396,11 +333,11 @@ def _fig_dase_traj(records: Sequence[dict], W) -> str:
     ax1.set_ylim(0, 1.02)
     ax1.set_xlabel("round", fontsize=8)
     ax1.set_ylabel("evidence score g", fontsize=8)
-    ax1.legend(fontsize=6, loc="lower right")
+    _legend(ax1, fontsize=6, loc="lower right")
     if _is_number(W):
         for y, name in ((W, "right wall: dispatch"), (-W, "left wall: flag")):
             ax2.axhline(y, color="#d62728" if y < 0 else "#2ca02c", lw=1, ls="--")
-            ax2.text(0.1, y, name, fontsize=7, va="bottom" if y < 0 else "top")
+            ax2.text(0.1, y, name, fontsize=7, va="bottom" if y < 0 else "top", parse_math=False)
         ax2.set_ylim(-W - 0.8, W + 0.8)
     ax2.set_xlabel("round", fontsize=8)
     ax2.set_ylabel("arena position x", fontsize=8)
@@ -431,17 +368,18 @@ def _fig_partition(excerpt: dict) -> str:
                 ax.barh(y, ok, left=left, color=color, edgecolor="white")
                 if ok / total >= 0.08:
                     ax.text(left + ok / 2, y, f"{kind}\n✓ {ok}", ha="center", va="center",
-                            fontsize=6)
+                            fontsize=6, parse_math=False)
                 left += ok
             if bad:
                 ax.barh(y, bad, left=left, color=color, alpha=0.45, edgecolor="white",
                         hatch="//")
                 if bad / total >= 0.05:
-                    ax.text(left + bad / 2, y, f"✗ {bad}", ha="center", va="center", fontsize=6)
+                    ax.text(left + bad / 2, y, f"✗ {bad}", ha="center", va="center", fontsize=6,
+                            parse_math=False)
                 left += bad
         labels.append(f"empty_g = {rep.get('empty_g')}")
     ax.set_yticks(list(range(len(replays))))
-    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_yticklabels(labels, fontsize=7, parse_math=False)
     ax.set_xlabel("problems (solid: correct, hatched: wrong)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.invert_yaxis()

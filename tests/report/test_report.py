@@ -16,7 +16,7 @@ import pytest
 
 from bda_jax import ArtifactError
 from bda_jax.report import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
-                            validate_results)
+                            validate_evaluation, validate_results)
 
 EVIL = '<script>alert("x")</script>&'
 
@@ -143,7 +143,7 @@ def test_load_results_round_trip(tmp_path):
     (lambda r: r["datasets"]["toy"]["arms"][0]["row"].update(ece_ew="0.1"),
      "datasets.toy.arms[0].row.ece_ew"),
     (lambda r: r["datasets"]["toy"]["weights"]["weight"].pop(), "datasets.toy.weights.weight"),
-    (lambda r: r["dose_response"]["rows"][0].pop("arm"), "dose_response.rows[0]"),
+    (lambda r: r["dose_response"]["rows"][0].pop("arm"), "dose_response.rows[0].arm"),
     (lambda r: r["dase"]["excerpts"][0]["replays"][0].pop("records"),
      "dase.excerpts[0].replays[0].records"),
 ])
@@ -173,6 +173,237 @@ def test_load_results_unreadable(tmp_path):
         load_results(bad)
     with pytest.raises(ArtifactError):
         validate_results(copy.deepcopy([]))
+
+
+# --------------------------------------------------------------------------- edited results files
+# (issue #19: every field the report reads is validated first; a bad one is one typed error
+# naming it, exit 2 from `bda report`, never an AttributeError / KeyError / TypeError)
+
+def _set(path):
+    """A mutation that sets the value at ``path`` (keys and list indices) of a results dict."""
+    def mutate(doc, value):
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        if value is _DEL:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+    return mutate
+
+
+_DEL = object()
+_HUGE = 10 ** 400                    # a JSON integer beyond any float
+
+
+def _case_id(path, value):
+    return f"{_field(path)}={'deleted' if value is _DEL else type(value).__name__}"
+
+
+def _field(path):
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else key)
+    return out
+
+
+@pytest.fixture(scope="module")
+def evaluation_doc():
+    """A real `bda evaluate` document: two arms on a small simulated council (one supervised, so
+    the bootstrap and the selected hyperparameters are filled)."""
+    from bda_jax.report import evaluation_results
+    from bda_jax.simulate import simulate_council
+
+    traces = simulate_council(0, 20, [0.74, 0.68, 0.68])
+    return evaluation_results(traces, ["majority", "best-member"], folds=2, n_resamples=20,
+                              source="council.jsonl")
+
+
+EVALUATION_EDITS = [
+    (("table", 1, "accuracy"), "0.7"),
+    (("table", 0, "ece_ew"), float("nan")),                 # json.dumps writes NaN
+    (("table", 0, "brier_mc"), _HUGE),
+    (("table", 0, "arm"), 3),
+    (("table", 1), "best-member"),
+    (("table",), _DEL),
+    (("table",), []),
+    (("bootstrap",), []),
+    (("bootstrap", "best-member", "accuracy", "delta"), "large"),
+    (("bootstrap", "best-member", "accuracy"), [0.1]),
+    (("selected", "best-member"), {"member": 0}),
+    (("selected", "best-member", 0), [0]),
+    (("agents",), 3),
+    (("n_tasks",), "20"),
+    (("K_max",), -1),
+    (("cells",), "cached"),
+    (("schema_version",), 2),
+]
+
+
+@pytest.mark.parametrize("path, value", EVALUATION_EDITS,
+                         ids=[_case_id(*case) for case in EVALUATION_EDITS])
+def test_edited_evaluation_results_name_the_bad_field(evaluation_doc, tmp_path, path, value):
+    assert load_results(_write(tmp_path, evaluation_doc))["datasets"]      # the original loads
+    doc = copy.deepcopy(evaluation_doc)
+    _set(path)(doc, value)
+    bad = _write(tmp_path, doc)
+    with pytest.raises(ArtifactError) as err:
+        load_results(bad)
+    assert err.value.field == _field(path) and err.value.file == str(bad), err.value
+    with pytest.raises(ArtifactError):
+        validate_evaluation(doc)
+
+
+def _write(tmp_path, doc):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+DEMO_EDITS = [
+    (("dose_response", "p_grid", 1), "0.5"),
+    (("dose_response", "rows", 0, "p_wrong"), [0.5]),
+    (("dose_response", "regimes"), "persistent k=1"),
+    (("dose_response", "rows", 2, "accuracy"), _HUGE),
+    (("datasets", "toy", "arms", 0, "vs_reference"), [1]),
+    (("datasets", "toy", "arms", 0, "vs_reference", "accuracy", "delta"), "+5 pp"),
+    (("datasets", "toy", "arms", 1, "ci"), [0.1, 0.2]),
+    (("datasets", "toy", "arms", 1, "ci", "accuracy"), [0.1]),
+    (("datasets", "toy", "arms", 2, "bins", "accuracy"), "high"),
+    (("datasets", "toy", "arms", 2, "bins", "count"), [1, 2]),
+    (("datasets", "toy", "arms", 0, "selected"), {"b": 0.5}),
+    (("datasets", "toy", "arms", 0, "row"), _DEL),
+    (("datasets", "toy", "arms", 0, "arm"), None),
+    (("datasets", "toy", "weights", "n_moves"), [90]),
+    (("datasets", "toy", "weights", "adversaries"), 5),
+    (("datasets", "toy", "weights", "agents", 1), 2),
+    (("datasets", "toy", "weights", "hyperparameters"), ["b"]),
+    (("datasets", "toy", "setup", "adversaries"), ["A1"]),
+    (("datasets", "toy", "coalition", "compliance"), "most"),
+    (("datasets", "toy"), []),
+    (("sleeper", "table", 0, "f"), "x"),
+    (("sleeper", "table", 1, "arm"), ["majority"]),
+    (("sleeper", "factor"), float("inf")),
+    (("dase", "trajectories"), "many"),
+    (("dase", "excerpts", 0, "settings", "W"), float("inf")),
+    (("dase", "excerpts", 0, "replays", 0, "routing_gap"), [1]),
+    (("dase", "excerpts", 0, "replays", 0, "partition"), _DEL),
+    (("dase", "excerpts", 0, "replays", 0, "records", 0, "g"), 5),
+    (("dase", "excerpts", 0, "replays", 0, "records", 1), "a record"),
+    (("dase", "excerpts", 0, "resimulate", "rows"), {"W": 2}),
+    (("cache",), [1]),
+    (("environment",), "python"),
+    (("config",), _DEL),
+]
+
+
+@pytest.mark.parametrize("path, value", DEMO_EDITS, ids=[_case_id(*case) for case in DEMO_EDITS])
+def test_edited_demo_results_name_the_bad_field(tmp_path, path, value):
+    res = tiny_results()
+    _set(path)(res, value)
+    bad = _write(tmp_path, res)
+    with pytest.raises(ArtifactError) as err:
+        load_results(bad)
+    assert err.value.field == _field(path) and err.value.file == str(bad), err.value
+    with pytest.raises(ArtifactError):
+        render_report(res, tmp_path / "never")
+    assert not (tmp_path / "never" / "index.html").exists()
+
+
+def test_bda_report_answers_a_bad_field_with_exit_2(evaluation_doc, tmp_path):
+    from typer.testing import CliRunner
+
+    from bda_jax.cli import app
+
+    doc = copy.deepcopy(evaluation_doc)
+    doc["bootstrap"]["best-member"]["accuracy"]["ci_low"] = "low"
+    bad = _write(tmp_path, doc)
+    result = CliRunner().invoke(app, ["report", str(bad), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bootstrap.best-member.accuracy.ci_low" in lines[0], lines
+    assert "Traceback" not in result.output and not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_load_results_never_opens_a_fifo(tmp_path):
+    import signal
+
+    def blocked(*_):
+        raise AssertionError("load_results blocked on a FIFO")
+    os.mkfifo(tmp_path / "results.json")
+    old = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(5)
+    try:
+        with pytest.raises(ArtifactError, match="not a regular file"):
+            load_results(tmp_path / "results.json")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# --------------------------------------------------------------------------- user strings in figures
+
+MATH = r"$\frac{$ [/bold]"       # unbalanced mathtext: typeset, it would crash the render
+TEX = "$x^2$"                    # balanced mathtext: typeset, it would show as x²
+
+
+def _spy_mathtext(monkeypatch):
+    """Every string matplotlib hands to its mathtext parser."""
+    import matplotlib.mathtext
+
+    seen = []
+    original = matplotlib.mathtext.MathTextParser.parse
+
+    def parse(self, s, *args, **kwargs):
+        seen.append(s)
+        return original(self, s, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", parse)
+    return seen
+
+
+def test_user_strings_in_figures_are_plain_text(tmp_path, monkeypatch):
+    res = tiny_results()
+    block = res["datasets"]["toy"]
+    block["title"] = MATH
+    for arm, name in zip(block["arms"], ("majority", MATH, TEX)):
+        arm["arm"] = arm["row"]["arm"] = name
+        if name != MATH:
+            arm["bins"] = None                  # one reliability diagram is enough here
+    block["weights"]["agents"] = [MATH, TEX, "_hidden"]
+    block["weights"]["adversaries"] = [MATH]
+    dose = res["dose_response"]
+    dose["regimes"] = [MATH]
+    dose["arms"] = [MATH, TEX]
+    for row in dose["rows"]:
+        row["regime"] = MATH
+        row["arm"] = MATH if row["arm"] == "majority" else TEX
+    sl = res["sleeper"]
+    sl["arms"] = [MATH, TEX]
+    for row in sl["table"]:
+        row["arm"] = MATH if row["arm"] == "majority" else TEX
+    replay = res["dase"]["excerpts"][0]["replays"][0]
+    replay["empty_g"] = TEX
+    for r in replay["records"]:
+        r["commit"], r["idx"] = MATH, TEX
+    seen = _spy_mathtext(monkeypatch)
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    assert len(_images(page)) == 6
+    assert not [s for s in seen if "frac" in s or "x^2" in s], seen
+    assert r"$\frac{$ [/bold]" in page and "$x^2$" in page           # shown as typed
+
+
+def test_council_plots_draw_arm_names_as_plain_text(tmp_path, monkeypatch):
+    from bda_jax.council import plot_attack, plot_comparison
+
+    seen = _spy_mathtext(monkeypatch)
+    rows = [{"arm": arm, "condition": cond, "accuracy": 0.5, "gamma": 0.1}
+            for arm in (MATH, TEX) for cond in ("clean", "attacked")]
+    assert os.path.getsize(plot_attack(rows, tmp_path / "attack.png", chance=0.25)) > 0
+    rows = [{"method": m, "inferences": 3.0, "accuracy": 0.5} for m in ("sc", "dase" + MATH,
+                                                                         "dase" + TEX)]
+    assert os.path.getsize(plot_comparison(rows, tmp_path / "compare.png")) > 0
+    assert not [s for s in seen if "frac" in s or "x^2" in s], seen
 
 
 # --------------------------------------------------------------------------- headless browser
