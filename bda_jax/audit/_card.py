@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from ._format import fmt_count, fmt_value, md_cell
+from .._core.io import DuplicateKeyError, unique_keys
 from .._core.errors import ArtifactError, DataError
 from .._core.io import atomic_write
 
@@ -327,7 +328,10 @@ class AuditCard:
             raise ArtifactError(f"{c} is not allowed in an audit card (use null)")
 
         try:
-            d = json.loads(text, parse_constant=_no_constants)
+            d = json.loads(text, parse_constant=_no_constants, object_pairs_hook=unique_keys)
+        except DuplicateKeyError as err:
+            raise ArtifactError(f"a JSON object repeats the key {err.key!r}",
+                                field=err.key) from None
         except json.JSONDecodeError as err:
             raise ArtifactError(f"not valid JSON: {err.msg} (column {err.colno})",
                                 line=err.lineno) from None

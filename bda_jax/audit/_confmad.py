@@ -15,6 +15,7 @@ from ._assemble import PollRecord, assemble_log
 from ._common import is_int, short_repr
 from ._log import BroadcastLog
 from ._router import runtime_argmax
+from .._core.io import DuplicateKeyError, unique_keys
 from .._core.errors import DataError, TraceError
 
 __all__ = ["CONFMAD_FALLBACK_SCORE", "ConfmadReport", "load_confmad"]
@@ -94,9 +95,12 @@ def load_confmad(path, *, parser: str = "strict", fallback_as_missing: bool = Fa
     file = _confmad_file(path)
     try:
         with open(file, encoding="utf-8") as handle:
-            data = json.load(handle)
+            data = json.load(handle, object_pairs_hook=unique_keys)
     except OSError as err:
         raise TraceError(f"cannot open ConfMAD file: {err.strerror}", file=file) from None
+    except DuplicateKeyError as err:
+        raise TraceError(f"a JSON object repeats the key {err.key!r}", file=file,
+                         field=err.key) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise TraceError(f"not a JSON document: {err}", file=file) from None
     if not isinstance(data, list) or len(data) < 2 or not isinstance(data[0], dict):

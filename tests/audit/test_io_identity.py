@@ -53,3 +53,14 @@ def test_a_repeated_key_in_a_log_line_is_an_error(tmp_path):
     err = info.value
     assert (err.file, err.line, err.task_id, err.field) == (str(path), 2, "p1", "candidate")
     assert "duplicate key" in err.reason
+
+
+def test_audit_card_and_confmad_refuse_a_repeated_key(tmp_path):
+    import bda_jax as bda
+    from bda_jax.audit import AuditCard, load_confmad
+    with pytest.raises(bda.ArtifactError, match="repeats the key 'schema_version'"):
+        AuditCard.from_json('{"schema_version": "0.1", "schema_version": "0.1"}')
+    f = tmp_path / "confmad.json"
+    f.write_text('[{"id": 1, "id": 2}, {}]')
+    with pytest.raises(bda.TraceError, match="repeats the key 'id'"):
+        load_confmad(f)
