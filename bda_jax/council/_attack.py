@@ -247,12 +247,8 @@ def run_attack_files(questions, config, out, *, local: bool = False, **kwargs) -
     model when ``local`` (every endpoint then points at it), and :func:`run_attack`."""
     from ._config import read_config
     from ._questions import read_questions
+    from ._runner import on_model
     qs = read_questions(questions)
     cfg = read_config(config)
     kwargs.update(question_file=os.fspath(questions), config_file=os.fspath(config))
-    if not local:
-        return run_attack(qs, cfg, out, **kwargs)
-    from ._local import local_server
-    from ._runner import pointed_at
-    with local_server() as server:
-        return run_attack(qs, pointed_at(cfg, server.base_url, server.model), out, **kwargs)
+    return on_model(cfg, local, lambda c: run_attack(qs, c, out, **kwargs))

@@ -273,12 +273,8 @@ def run_comparison_files(questions, config, out, *, local: bool = False,
     :func:`run_comparison`."""
     from ._config import read_config
     from ._questions import read_questions
+    from ._runner import on_model
     qs = read_questions(questions)
     cfg = read_config(config)
     kwargs.update(question_file=os.fspath(questions), config_file=os.fspath(config))
-    if not local:
-        return run_comparison(qs, cfg, out, **kwargs)
-    from ._local import local_server
-    from ._runner import pointed_at
-    with local_server() as server:
-        return run_comparison(qs, pointed_at(cfg, server.base_url, server.model), out, **kwargs)
+    return on_model(cfg, local, lambda c: run_comparison(qs, c, out, **kwargs))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from abc import ABC, abstractmethod
 import json
 import math
 import os
@@ -399,7 +400,7 @@ def _channel_totals(rows: list[dict]) -> dict:
     return dict(sorted(out.items()))
 
 
-class LLMMethod:
+class LLMMethod(ABC):
     """Base of the LLM-based methods (module docstring): ``Agg ∘ Gen`` with the same
     ``fit`` / ``predict_proba`` / ``predict`` surface as the count-based arms.
 
@@ -428,13 +429,13 @@ class LLMMethod:
         self.run_: MethodRun | None = None
 
     # -- the two stages ----------------------------------------------------------------------
+    @abstractmethod
     async def generate(self, caller: Caller, task: MethodTask, attack: bool) -> Evidence:
         """``Gen`` (``Gen^rho`` when ``attack``): the LLM-made evidence for one task."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def aggregate(self, caller: Caller, task: MethodTask, evidence: Evidence) -> MethodAnswer:
         """``Agg``: the fixed rule from evidence to answer and confidence (rho never applies)."""
-        raise NotImplementedError
 
     def settings(self) -> dict:
         """The method's parameters, as JSON values (written with every run)."""

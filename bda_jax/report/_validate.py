@@ -21,6 +21,7 @@ bda_jax._core.errors.ArtifactError: field 'datasets.toy.arms[0].row.accuracy': e
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Mapping
 
 from .._core.errors import ArtifactError
@@ -45,7 +46,7 @@ class _Fail:
 
 # --------------------------------------------------------------------------- the schema language
 
-class _Spec:
+class _Spec(ABC):
     null = False
     what = "a value"
 
@@ -56,8 +57,9 @@ class _Spec:
             return
         self.check_value(value, where, fail)
 
+    @abstractmethod
     def check_value(self, value, where, fail):
-        raise NotImplementedError
+        """Check a non-null ``value`` at ``where``; raise ``fail(reason, where)``."""
 
 
 def _type_name(value) -> str:
