@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/bda demo
 
+# pytest-xdist: one worker per core (PYTEST_XDIST_AUTO_NUM_WORKERS=N sets the number); each file,
+# or group of files (XDIST_GROUPS in tests/conftest.py), runs on one worker. PYTEST_ARGS: more pytest
+# options, e.g. PYTEST_ARGS="--durations=20" (.ci/run) or PYTEST_ARGS="-m slow" (the long studies)
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q bda_jax models tests
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadscope $(PYTEST_ARGS) bda_jax models tests
 
 # ruff's short rule set ([tool.ruff] in pyproject.toml); the layering contract is a test
 lint: $(STAMP)

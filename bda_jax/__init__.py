@@ -10,6 +10,7 @@ harness, model files), ``bda_jax.crowd`` (crowd-kit's surface and the crowd EMs)
 ``bda_jax.models`` (NumPyro), ``bda_jax.report`` (the demo and its report), ``bda_jax.cli``.
 """
 from ._core.cache import CellCache, fingerprint
+from ._core.compilation import enable_compilation_cache
 from ._core.io import atomic_write
 from ._core.abstention import RiskCoverage, risk_coverage, selective_decision
 from ._core.counts import Counts, CountsInfo, PairCounts, tally
@@ -29,7 +30,7 @@ from ._core.traces import (FORCES, Move, ResolvedTrace, SkippedMove, Trace, pars
 from ._core.version import __version__
 
 __all__ = [
-    "__version__", "CellCache", "atomic_write", "fingerprint",
+    "__version__", "CellCache", "atomic_write", "enable_compilation_cache", "fingerprint",
     "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",
     "reliability_ablation", "risk_coverage", "selective_decision",
     "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",

@@ -12,6 +12,8 @@ benchmarks/results/crowd_em_cpu.json. Run from the repository root:
 """
 from __future__ import annotations
 
+import argparse
+
 import json
 import os
 import platform
@@ -35,7 +37,7 @@ METHODS = {"DS": lambda: crowd.DawidSkene(n_iter=100, tol=1e-5),
            "MACE": lambda: crowd.MACE(n_restarts=10, n_iter=50, seed=0)}
 
 
-def main():
+def main(out=ROOT / "benchmarks" / "results" / "crowd_em_cpu.json"):
     task, worker, label, truth = make_synthetic_ds()
     df = pd.DataFrame({"task": task, "worker": worker, "label": label})
     gold = pd.Series(truth, index=np.arange(truth.size))
@@ -70,13 +72,15 @@ def main():
         print(f"{name:10s} warm {row['seconds_warm_median']:.3f} s (first {cold:.2f} s) "
               f"acc {acc:.4f} | crowd-kit {ck.get('seconds')} s acc {ck.get('accuracy')} | "
               f"speed-up {row['speedup'] and round(row['speedup'], 1)}", flush=True)
-    out = {"schema_version": 1, "data": "make_synthetic_ds(seed=12345): 20,000 x 5, K = 4",
+    record = {"schema_version": 1, "data": "make_synthetic_ds(seed=12345): 20,000 x 5, K = 4",
            "platform": {"python": platform.python_version(), "jax": jax.__version__,
                         "backend": jax.default_backend(), "cpus": os.cpu_count(),
                         "loadavg": list(os.getloadavg())}, "rows": rows}
-    (ROOT / "benchmarks" / "results" / "crowd_em_cpu.json").write_text(
-        json.dumps(out, indent=1, allow_nan=False))
+    Path(out).write_text(json.dumps(record, indent=1, allow_nan=False))
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "crowd_em_cpu.json"),
+                    help="result JSON (run_all --device gpu writes crowd_em_gpu.json)")
+    main(ap.parse_args().out)

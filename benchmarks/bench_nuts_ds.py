@@ -211,8 +211,10 @@ if __name__ == "__main__":
     ap.add_argument("--ref-methods", default="sequential,vectorized",
                     help="chain methods for the funsor reference, comma-separated "
                          "(sequential, vectorized)")
+    ap.add_argument("--out", default=str(HERE / "results" / "nuts_ds_cpu.json"),
+                    help="result JSON (run_all --device gpu writes nuts_ds_gpu.json)")
     a = ap.parse_args()
     methods = tuple(m.strip() for m in a.ref_methods.split(",") if m.strip())
     if "sequential" not in methods or not set(methods) <= set(METHODS):
         ap.error("--ref-methods must include sequential and name only sequential/vectorized")
-    main(ref_methods=methods)
+    main(out=Path(a.out), ref_methods=methods)

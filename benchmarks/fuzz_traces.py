@@ -35,6 +35,10 @@ object repeats a key (``duplicate_key_accepted``). Unmutated cases are also read
 answer, candidate, gold and agent respelled in a Unicode-equivalent form (fullwidth, NFD,
 ideographic or no-break spaces around it; each occurrence independently): the counts, the agents
 and the candidate keys must not change (``respelling changed counts``).
+The fast reader is checked against the line-by-line reference reader on every case
+(``fast_vs_reference``: ``read_traces`` and ``tally_stream`` against ``_read_traces_reference``
++ ``tally``, strict and lenient: the same traces, counts, errors and warnings; a difference is
+the failure ``fast reader differs from the reference``; ``--no-reference`` skips it).
 Consistency between the modes is checked too (strict valid => lenient valid with the same counts
 and nothing skipped; lenient TraceError => strict TraceError; lenient valid with nothing skipped
 => strict valid). Informational checks, reported under ``informational`` without changing the
@@ -85,6 +89,8 @@ import numpy as np
 
 import bda_jax
 from bda_jax import Counts, TraceError
+from bda_jax._core import fastparse  # private: the fast path's size threshold
+from bda_jax._core.traces import _read_traces_reference  # private: the line-by-line reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1413,6 +1419,60 @@ def _same_counts(a: Counts, b: Counts) -> bool:
     return np.array_equal(np.asarray(a.conf0), np.asarray(b.conf0), equal_nan=True)
 
 
+def _read_outcome(read, path, lenient: bool, stream: bool = False):
+    """(summary, value) of ``tally(read(path))`` or of ``tally_stream(path)``: the summary is
+    the error (type, message, file, line, task, move, field) or the warnings; the value is
+    (traces, counts) when it read."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if stream:
+                traces, counts = None, bda_jax.tally_stream(path, lenient=lenient, chunk_tasks=2)
+            else:
+                traces = read(path, lenient=lenient)
+                counts = bda_jax.tally(traces, lenient=lenient)
+        except bda_jax.BdaError as err:
+            return ("error", type(err).__name__, str(err), err.file, err.line, err.task_id,
+                    err.move_id, err.field), None
+    return ("ok", tuple(str(w.message) for w in caught)), (traces, counts)
+
+
+def fast_vs_reference(path) -> str | None:
+    """The fast reader (``read_traces``, ``tally_stream``) against the line-by-line reference
+    (``json`` + ``parse_trace`` + ``resolve_trace`` per task): the same traces (moves, skipped
+    moves, sources), counts (every array and ``info``), errors and warnings, strict and
+    lenient. A message when they differ. Every chunk takes the fast path here (by default one
+    under ``MIN_FAST_LINES`` lines goes to the reference path whole)."""
+    threshold, fastparse.MIN_FAST_LINES = fastparse.MIN_FAST_LINES, 1
+    try:
+        return _fast_vs_reference(path)
+    finally:
+        fastparse.MIN_FAST_LINES = threshold
+
+
+def _fast_vs_reference(path) -> str | None:
+    for lenient in (False, True):
+        mode = "lenient" if lenient else "strict"
+        ref, ref_value = _read_outcome(_read_traces_reference, path, lenient)
+        for what, (got, got_value) in (
+                ("read_traces", _read_outcome(bda_jax.read_traces, path, lenient)),
+                ("tally_stream", _read_outcome(None, path, lenient, stream=True))):
+            if got != ref:
+                return f"{mode} {what}: {got!r} but the reference gives {ref!r}"
+            if ref_value is None:
+                continue
+            (a, ca), (b, cb) = got_value, ref_value
+            if a is not None and (a != b or any((x.skipped, x.extra, x.source)
+                                                != (y.skipped, y.extra, y.source)
+                                                for x, y in zip(a, b))):
+                return f"{mode} {what}: the traces differ from the reference's"
+            if not _same_counts(ca, cb) or ca.info != cb.info or any(
+                    np.asarray(getattr(ca, f)).dtype != np.asarray(getattr(cb, f)).dtype
+                    for f in ("N", "e", "c", "e0", "conf0", "gold", "cluster")):
+                return f"{mode} {what}: the counts differ from the reference's"
+    return None
+
+
 def consistency(strict: Outcome, lenient: Outcome) -> str | None:
     """Strict and lenient must agree where both are defined; a message when they do not."""
     if "failure" in (strict.kind, lenient.kind):
@@ -1473,6 +1533,7 @@ class CaseResult:
     inconsistency: str | None
     notes: dict                  # informational checks that failed: name -> message
     repeated_key: str | None = None   # a key some JSON object of the file repeats
+    fast_path: str | None = None      # how the fast reader differs from the reference, if it does
 
     @property
     def failures(self) -> list[tuple[str, str]]:
@@ -1480,6 +1541,8 @@ class CaseResult:
                if o.kind == "failure"]
         if self.inconsistency:
             out.append(("strict/lenient inconsistency", self.inconsistency))
+        if self.fast_path:
+            out.append(("fast reader differs from the reference", self.fast_path))
         if self.repeated_key is not None:
             for o in (self.strict, self.lenient):
                 if o.kind == "valid":
@@ -1488,9 +1551,13 @@ class CaseResult:
         return out
 
 
-def run_case(path, data: bytes, kernel, *, informational: bool = True) -> CaseResult:
+def run_case(path, data: bytes, kernel, *, informational: bool = True,
+             reference: bool | None = None) -> CaseResult:
     """Run one file through both modes; ``informational`` adds the round-trip and the
-    in-memory lenient path and notes a TraceError raised by tally after a successful read."""
+    in-memory lenient path and notes a TraceError raised by tally after a successful read;
+    ``reference`` (default: as ``informational``) checks the fast reader against the
+    line-by-line reference (:func:`fast_vs_reference`, a failure when they differ)."""
+    reference = informational if reference is None else reference
     with open(path, "wb") as handle:
         handle.write(data)
     strict = run_mode(path, False, kernel)
@@ -1504,7 +1571,8 @@ def run_case(path, data: bytes, kernel, *, informational: bool = True) -> CaseRe
         notes["roundtrip"] = roundtrip(lenient, os.path.dirname(os.fspath(path)))
         notes["lenient_in_memory"] = lenient_in_memory(data, lenient)
     return CaseResult(strict, lenient, consistency(strict, lenient),
-                      {k: v for k, v in notes.items() if v}, repeats_a_key(data))
+                      {k: v for k, v in notes.items() if v}, repeats_a_key(data),
+                      fast_vs_reference(path) if reference else None)
 
 
 def respelling_check(path, doc: list, rng: random.Random, kernel=reference_kernel) -> str | None:
@@ -1575,6 +1643,8 @@ def main(argv=None) -> int:
     ap.add_argument("--examples", type=int, default=3, help="examples kept per failure category")
     ap.add_argument("--no-informational", action="store_true",
                     help="skip the informational checks (round-trip, in-memory lenient path)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the check of the fast reader against the line-by-line reference")
     ap.add_argument("--replay", type=int, default=None, help="run one case by its case seed")
     ap.add_argument("--progress", type=int, default=10_000, help="print a line every N cases")
     args = ap.parse_args(argv)
@@ -1613,7 +1683,8 @@ def main(argv=None) -> int:
         for n in range(args.mutations):
             case_seed = master.getrandbits(63)
             case = make_case(random.Random(case_seed), examples)
-            res = run_case(path, case.data, kernel, informational=not args.no_informational)
+            res = run_case(path, case.data, kernel, informational=not args.no_informational,
+                           reference=not args.no_reference)
             for o in (res.strict, res.lenient):
                 kinds[o.mode][o.kind] += 1
                 by_stage[o.mode][f"{o.kind}@{o.stage}"] += 1

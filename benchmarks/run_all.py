@@ -11,6 +11,10 @@ kernels              bench_kernels.py                      kernels_cpu.json
 nested_cv            bench_nested_cv.py                    nested_cv_cpu.json
 nested_cv_confusion  bench_nested_cv_confusion.py          nested_cv_confusion_cpu.json
 stream_tally         bench_stream_tally.py (if present)    stream_tally_cpu.json
+cli                  bench_cli.py (cold / warm ``bda``)     cli_cpu.json
+runner               bench_runner.py (council client)      runner_cpu.json
+suite                bench_suite.py (``make test``; full    suite_cpu.json
+                     runs only)
 crowd_em             crowdkit_synthetic.py (crowd-kit's     crowdkit_synthetic.json,
                      venv), then bench_crowd_em.py         crowd_em_cpu.json
 nuts                 bench_nuts_ds.py (``--with-nuts``)    nuts_ds_cpu.json
@@ -33,12 +37,20 @@ and the streaming tally, written with the summary to ``--out-dir`` (default
 the committed JSONs. Numbers from a quick run are not the results. Each benchmark's output
 goes to ``$TMPDIR/bda_bench_logs/<name>.log``.
 
+``--device gpu``: the bda_jax runs get ``JAX_PLATFORMS=cuda`` (the benchmarks themselves are
+unchanged; JAX picks the platform) and write ``*_gpu.json``, ``summary_gpu.json`` and
+``SUMMARY_gpu.md``; without a visible GPU they fail instead of running on the CPU.
+``--summarize-only`` reruns nothing. A full CPU run into ``benchmarks/results`` also rewrites
+README's performance table (between its two marker comments) from the summary rows.
+
 Run from the repository root::
 
     python -m benchmarks                 # full run, updates benchmarks/results/
     python -m benchmarks --quick         # smoke
     python -m benchmarks --only kernels,nested_cv_confusion
     python -m benchmarks --with-nuts     # everything, NUTS included
+    python -m benchmarks --summarize-only   # summary + README table from the committed JSONs
+    python -m benchmarks --device gpu --only kernels,nested_cv,crowd_em   # on a GPU
 """
 from __future__ import annotations
 
@@ -91,11 +103,25 @@ def _spec():
             [["-m", "benchmarks.bench_stream_tally", "--out", "{out}/stream_tally_cpu.json"]],
             [["-m", "benchmarks.bench_stream_tally", "--moves", "300000", "--reference-moves",
               "100000", "--out", "{out}/stream_tally_cpu.json"]], 3600)
+    spec["cli"] = (["cli_cpu.json"],
+                   [["-m", "benchmarks.bench_cli", "--out", "{out}/cli_cpu.json"]],
+                   [["-m", "benchmarks.bench_cli", "--quick", "--reps", "1", "--out",
+                     "{out}/cli_cpu.json"]], 3600)
+    spec["runner"] = (["runner_cpu.json"],
+                      [["-m", "benchmarks.bench_runner", "--out", "{out}/runner_cpu.json"]],
+                      [["-m", "benchmarks.bench_runner", "--questions", "100", "--reps", "1",
+                        "--out", "{out}/runner_cpu.json"]], 1800)
+    spec["suite"] = (["suite_cpu.json"],
+                     [["-m", "benchmarks.bench_suite", "--out", "{out}/suite_cpu.json"]], None,
+                     1800)
     # crowd-kit writes its own record (appended) and bda_jax's script its fixed path
     spec["crowd_em"] = (["crowd_em_cpu.json"],
                         [["{crowdkit}", "-m", "benchmarks.crowdkit_synthetic"],
-                         ["-m", "benchmarks.bench_crowd_em"]], None, 5400)
-    spec["nuts"] = (["nuts_ds_cpu.json"], [["-m", "benchmarks.bench_nuts_ds"]], None, 5400)
+                         ["-m", "benchmarks.bench_crowd_em", "--out", "{out}/crowd_em_cpu.json"]],
+                        None, 5400)
+    spec["nuts"] = (["nuts_ds_cpu.json"],
+                    [["-m", "benchmarks.bench_nuts_ds", "--out", "{out}/nuts_ds_cpu.json"]], None,
+                    5400)
     return spec
 
 
@@ -105,24 +131,36 @@ def _crowdkit_python(path_arg):
     return py if py.exists() else None, venv
 
 
-def run_benchmark(name, argvs, out_dir, log_dir, timeout, crowdkit_py):
-    """Run one benchmark's commands in order; returns a run record."""
+DEVICES = {"cpu": "cpu", "gpu": "cuda"}     # --device -> JAX_PLATFORMS of the benchmark runs
+
+
+def _for_device(name: str, device: str) -> str:
+    """A result file name for ``device``: ``X_cpu.json`` -> ``X_gpu.json`` under --device gpu."""
+    return name.replace("_cpu.json", f"_{device}.json") if device != "cpu" else name
+
+
+def run_benchmark(name, argvs, out_dir, log_dir, timeout, crowdkit_py, device="cpu"):
+    """Run one benchmark's commands in order; returns a run record. The bda_jax commands run
+    with ``JAX_PLATFORMS`` set for ``device`` (unchanged code: JAX picks the platform), so a
+    GPU run fails loudly where no GPU is visible instead of falling back to the CPU."""
     env = dict(os.environ)
     log = log_dir / f"{name}.log"
     t0 = time.perf_counter()
     rc = 0
     with open(log, "w") as fh:
         for argv in argvs:
-            args = [a.replace("{out}", str(out_dir)) for a in argv]
+            args = [_for_device(a.replace("{out}", str(out_dir)), device) for a in argv]
             if args[0] == "{crowdkit}":
                 cmd = [str(crowdkit_py)] + args[1:]
+                run_env = dict(env)
             else:
                 cmd = [sys.executable] + args
+                run_env = dict(env, JAX_PLATFORMS=DEVICES[device])
             fh.write(f"$ {' '.join(cmd)}\n")
             fh.flush()
             try:
-                rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                    timeout=timeout).returncode
+                rc = subprocess.run(cmd, cwd=ROOT, env=run_env, stdout=fh,
+                                    stderr=subprocess.STDOUT, timeout=timeout).returncode
             except subprocess.TimeoutExpired:
                 fh.write(f"\n[run_all] timed out after {timeout} s\n")
                 rc = 124
@@ -143,6 +181,8 @@ def _fmt_s(x):
 
 
 def _fmt_rate(x, unit="tasks/s"):
+    if x < 1e4:
+        return f"{x:,.0f} {unit}"
     return f"{x / 1e6:.1f} M {unit}" if x >= 1e6 else f"{x / 1e3:.0f} k {unit}"
 
 
@@ -230,6 +270,19 @@ def rows_kernels(d):
             compile=_fmt_s(c["bda_jax"]["compile_s"]), reference=ref,
             ratio=ratio + f"; |Δp| {c['agreement']['max_abs_diff_prob']:.0e}",
             target=target, met=met))
+        u = c.get("user_path")
+        if u and "fraction_of_ceiling" in u:
+            out.append(_row(
+                benchmark=f"{name} kernel, user path",
+                workload=f"[{T:,}, {I}, {K}] host int32 → Counts.from_arrays "
+                         f"({_fmt_s(u['from_arrays_s'])}) → repeated calls",
+                ours_warm=f"{_fmt_s(u['warm_median_s'])} ({_fmt_rate(u['tasks_per_s'])})",
+                compile=_fmt_s(u["compile_s"]) + " (first call)",
+                reference=f"ceiling {_fmt_rate(c['ceiling']['tasks_per_s'])}; device path "
+                          f"{_fmt_s(c['bda_jax']['warm_median_s'])}",
+                ratio=f"{u['fraction_of_ceiling']:.2f} of ceiling",
+                target="≥ 0.5 of ceiling" if targeted else "— (context)",
+                met=(c["meets"].get("user_path_fraction_of_ceiling_0.5") if targeted else None)))
     return out
 
 
@@ -285,28 +338,92 @@ def rows_nuts(d):
     return out
 
 
+def _value(r):
+    v, unit = r["value"], r.get("unit", "")
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if unit.endswith("/s"):
+        return _fmt_rate(v, unit)
+    if unit == "s":
+        return _fmt_s(v)
+    return f"{v:,.0f} {unit}" if isinstance(v, (int, float)) else str(v)
+
+
 def rows_stream(d):
-    out = []
+    """Parsing (bench_stream_tally, schema 2): one summary row per result row."""
     w = d["workload"]
-    ref = d.get("in_memory_reference", {})
-    for layout, r in d["stream"].items():
-        ratio = "—"
-        if ref.get("moves_per_s"):
-            ratio = (f"{r['moves_per_s'] / ref['moves_per_s']:.1f}× in-memory throughput; "
-                     f"peak RSS {r['peak_rss_mb']:.0f} MiB")
-        out.append(_row(
-            benchmark=f"streaming tally ({layout})",
-            workload=f"{w['n_moves']:,} moves JSONL ({w['file_mib']:.0f} MiB)",
-            ours_warm=f"{_fmt_s(r['wall_s'])} ({_fmt_rate(r['moves_per_s'], 'moves/s')})",
-            reference=(f"read_traces+tally {_fmt_rate(ref['moves_per_s'], 'moves/s')} "
-                       f"({ref.get('moves', 0):,} moves)" if ref else "—"),
-            ratio=ratio, target="peak RSS ≤ 2 GiB; equal to tally",
-            met=bool(r.get("meets_2GB") and d.get("equal_to_tally"))))
+    line = d.get("line_by_line_reference", {})
+    out = []
+    for r in d["rows"]:
+        ratio = (f"{r['ratio_to_line_by_line']:.1f}× the line-by-line reader"
+                 if "ratio_to_line_by_line" in r else "—")
+        crowd = d.get("crowd", {})
+        if "moves" in r:
+            workload = f"{r['moves']:,} moves"
+        elif crowd and crowd.get("name", "?") in r["row"]:
+            workload = f"{crowd['labels']:,} crowd labels"
+        else:
+            workload = f"{w['n_moves']:,} moves JSONL ({w['file_mib']:.0f} MiB)"
+        out.append(_row(benchmark=f"parsing: {r['row']}", workload=workload,
+                        ours_warm=_value(r),
+                        reference=(f"line-by-line {_fmt_rate(line['moves_per_s'], 'moves/s')}"
+                                   if "ratio_to_line_by_line" in r and line else "—"),
+                        ratio=ratio, target=r["target"], met=r["met"]))
     return out
 
 
+def rows_cli(d):
+    """Cold / warm CLI (bench_cli): the persistent compilation cache."""
+    f, m = d["fit"], d["demo"]
+    n = d["workload"]["fit_traces"]["n_tasks"]
+    return [
+        _row(benchmark="bda fit, warm cache", workload=f"{n} tasks, bda-per-agent",
+             ours_warm=_fmt_s(f["warm_s"]) + " (best)", compile=f"cold {_fmt_s(f['cold_s'])}",
+             reference=f"no cache {_fmt_s(f['uncached_s'])}",
+             ratio=f"{f['uncached_s'] / f['warm_s']:.1f}× uncached", target="< 3 s warm",
+             met=f["met"]),
+        _row(benchmark="bda demo --no-resume, second run", workload="bundled data",
+             ours_warm=_fmt_s(m["warm_s"]), compile=f"first {_fmt_s(m['cold_s'])}",
+             reference=f"first run {_fmt_s(m['cold_s'])}", ratio=f"{m['speedup']:.1f}×",
+             target="≥ 3× faster than the first", met=m["speedup"] >= 3)]
+
+
+def rows_runner(d):
+    """Council runner overhead (bench_runner): live against a zero-latency loopback server, and
+    cache replay."""
+    w, live, rep, ref = d["workload"], d["live"], d["replay"], d["reference"]
+    work = (f"{w['questions']} questions × {w['seats']} seats × {w['rounds']} rounds "
+            f"({w['moves']:,} moves), concurrency {w['concurrency']}")
+    return [
+        _row(benchmark="council runner, live (loopback, zero latency)", workload=work,
+             ours_warm=_fmt_rate(live["moves_per_s"], "moves/s") + " (best)",
+             reference=f"SDK post {_fmt_rate(ref['sdk_post']['calls_per_s'], 'calls/s')}; "
+                       f"SDK create {_fmt_rate(ref['sdk_create']['calls_per_s'], 'calls/s')}",
+             ratio=f"{d['ratios']['live_over_sdk_post']:.2f} of SDK post",
+             target="≥ 500 moves/s", met=live["met"]),
+        _row(benchmark="council runner, cache replay", workload=work + ", every reply cached",
+             ours_warm=_fmt_rate(rep["moves_per_s"], "moves/s") + " (best)",
+             reference=f"client lookup alone "
+                       f"{_fmt_rate(d['client_replay']['calls_per_s'], 'calls/s')}",
+             ratio=f"0 upstream calls; same traces: {rep['same_traces_as_live']}",
+             target="≥ 20,000 moves/s", met=rep["met"])]
+
+
+def rows_suite(d):
+    """The default test suite's wall time (bench_suite), README's test command."""
+    o = d.get("outcomes", {})
+    top = d.get("slowest_20") or [{"test": "?", "seconds": 0.0}]
+    return [_row(benchmark="default test suite (make test)",
+                 workload=f"{o.get('passed', 0):,} passed, {o.get('skipped', 0)} skipped; "
+                          f"slowest {top[0]['test'].rsplit('::', 1)[-1]} {top[0]['seconds']:.0f} s",
+                 ours_warm=_fmt_s(d["wall_s"]),
+                 reference=f"sum of test times {_fmt_s(o.get('sum_of_test_seconds'))}",
+                 target=f"≤ {d['target_s']:.0f} s on 2 cores", met=d["met"])]
+
+
 SUMMARIZERS = {"onecoin": rows_onecoin, "kernels": rows_kernels, "nested_cv": rows_nested,
-               "nested_cv_confusion": rows_nested, "stream_tally": rows_stream,
+               "nested_cv_confusion": rows_nested, "stream_tally": rows_stream, "cli": rows_cli,
+               "runner": rows_runner, "suite": rows_suite,
                "crowd_em": rows_crowd, "nuts": rows_nuts}
 
 
@@ -349,6 +466,40 @@ def markdown(rows, runs, mode, generated):
     return "\n".join(lines) + "\n"
 
 
+README = ROOT / "README.md"
+TABLE_START, TABLE_END = "<!-- performance table: benchmarks/run_all.py -->", "<!-- end of table -->"
+
+
+def readme_table(rows) -> str:
+    """README's performance table: the summary rows users read first -- every row with a target,
+    and the peer comparisons -- each with its target and whether it is met (SUMMARY.md has all
+    rows, the context rows of large counts and other count dtypes too)."""
+    esc = lambda x: str(x).replace("|", "\\|")
+    lines = ["| benchmark | workload | bda_jax (warm) | reference · ratio | target | met? |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "context" in r["target"] or "large counts" in r["benchmark"]:
+            continue
+        ref = r["reference"] if r["ratio"] in ("—", "") else f"{r['reference']} · {r['ratio']}"
+        lines.append("| " + " | ".join(esc(x) for x in (r["benchmark"], r["workload"],
+                                                         r["ours_warm"], ref, r["target"],
+                                                         _yes(r["met"]))) + " |")
+    return "\n".join(lines)
+
+
+def write_readme_table(rows, generated, readme=README) -> None:
+    """Replace the table between README's markers with :func:`readme_table` (a full CPU run
+    into benchmarks/results only; other runs leave README alone)."""
+    text = readme.read_text()
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        print(f"[run_all] {readme}: no table markers; README left as it is", flush=True)
+        return
+    body = (f"{TABLE_START}\n\n_Regenerated {generated[:10]} from benchmarks/results/summary.json._"
+            f"\n\n{readme_table(rows)}\n\n")
+    readme.write_text(text[:start] + body + text[end:])
+
+
 # ---------------------------------------------------------------------------------------- main
 
 def main(argv=None):
@@ -360,6 +511,12 @@ def main(argv=None):
                    help="crowd-kit's virtual environment (default $CROWDKIT_VENV or "
                         "../crowdkit-venv)")
     p.add_argument("--only", default=None, help="comma-separated benchmark names to run")
+    p.add_argument("--summarize-only", action="store_true",
+                   help="run nothing: rebuild the summary and README's table from the committed "
+                        "JSONs")
+    p.add_argument("--device", choices=sorted(DEVICES), default="cpu",
+                   help="platform of the bda_jax runs (JAX_PLATFORMS); results go to *_<device>.json "
+                        "and SUMMARY_<device>.md (gpu needs a CUDA build of jaxlib)")
     p.add_argument("--out-dir", type=Path, default=None,
                    help="where results, logs and the summary go (default: benchmarks/results; "
                         "--quick: $TMPDIR/bda_bench_quick)")
@@ -382,7 +539,9 @@ def main(argv=None):
     runs, rows = [], []
     for name, (jsons, full_argv, quick_argv, timeout) in spec.items():
         reason = None
-        if args.only and name not in args.only.split(","):
+        if args.summarize_only:
+            reason = "not rerun (--summarize-only)"
+        elif args.only and name not in args.only.split(","):
             reason = "not selected (--only)"
         elif name == "nuts" and not args.with_nuts:
             reason = "slow (~15 min): rerun with --with-nuts"
@@ -399,13 +558,13 @@ def main(argv=None):
         else:
             print(f"[run_all] {name}: running ...", flush=True)
             rec = run_benchmark(name, quick_argv if args.quick else full_argv, out_dir, log_dir,
-                                timeout, crowdkit_py)
+                                timeout, crowdkit_py, args.device)
             status = "ok" if rec["rc"] == 0 else f"FAILED (exit {rec['rc']}, see {rec['log']})"
             print(f"[run_all] {name}: {status} in {rec['seconds']:.0f} s", flush=True)
             runs.append(rec)
         ran_ok = runs[-1].get("ran") and runs[-1].get("rc") == 0
         for js in jsons:
-            path = (out_dir if ran_ok else RESULTS) / js
+            path = (out_dir if ran_ok else RESULTS) / _for_device(js, args.device)
             if not path.exists():
                 print(f"[run_all] {name}: no {path}", flush=True)
                 continue
@@ -417,11 +576,16 @@ def main(argv=None):
     summary = {"schema_version": SCHEMA_VERSION, "generated": generated, "mode": mode,
                "python": sys.version.split()[0], "loadavg_end": list(os.getloadavg()),
                "runs": runs, "rows": rows}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    summary["device"] = args.device
+    tail = "" if args.device == "cpu" else f"_{args.device}"
+    (out_dir / f"summary{tail}.json").write_text(json.dumps(summary, indent=1) + "\n")
     md = markdown(rows, runs, mode, generated)
-    (out_dir / "SUMMARY.md").write_text(md)
+    (out_dir / f"SUMMARY{tail}.md").write_text(md)
     print(md)
-    print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'SUMMARY.md'}")
+    print(f"wrote {out_dir / f'summary{tail}.json'} and {out_dir / f'SUMMARY{tail}.md'}")
+    if out_dir == RESULTS and args.device == "cpu":
+        write_readme_table(rows, generated)
+        print(f"regenerated the performance table of {README}")
     return 1 if any(r.get("ran") and r.get("rc") for r in runs) else 0
 
 

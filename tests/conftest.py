@@ -6,12 +6,17 @@ import tempfile
 # One persistent XLA compilation cache per test session (set before anything imports jax; the
 # notebook kernels and subprocess tests inherit it): NumPyro re-traces its sampling loop on every
 # MCMC.run, and many tests compile identical programs, so a session cache saves minutes. A fresh
-# directory each session, removed at exit, so no run reads another run's executables.
+# directory each session, removed at exit, so no run reads another run's executables. Under
+# pytest-xdist (`make test` runs `-n auto`) the controller process runs this first and its workers
+# inherit the variable: every worker reads and writes the same folder and only the controller
+# removes it. Every program is kept, however quick to compile (threshold 0 s): a worker, a CLI
+# subprocess or a notebook kernel starts cold and would otherwise compile again the hundreds of
+# small eager programs (each a few hundredths of a second) the others already compiled.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _cache_dir = tempfile.mkdtemp(prefix="bda-jax-xla-cache-")
     atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import numpy as np
 import pytest
@@ -27,3 +32,50 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)
+
+
+
+# ---- pytest-xdist (`make test`: `-n auto --dist loadscope`): what runs together on one worker.
+# A scope is one file (its module-scoped fixtures, a fit, a simulated study, a demo run, are built
+# once, not once per worker), except the groups below, which span files: their tests share
+# compiled programs or the one local model server, and run on one worker one after another. The
+# groups are handed out first (they are the longest units), then the files, most tests first
+# (xdist's order).
+# (xdist's own `xdist_group` marks need `--dist loadgroup`, which pytest >= 9.2 no longer honours.)
+XDIST_GROUPS = {
+    # notebook 03 fits its NUTS samplers at test_hierarchical.py's shapes: one compile serves both
+    "tests/integration/test_notebooks.py::test_notebook_executes_and_renders_a_figure"
+    "[03_model_comparison]": "nuts-council-shapes",
+    "tests/models/test_hierarchical.py": "nuts-council-shapes",
+    # one llama.cpp server at a time (two would share the cores and slow both)
+    "tests/council/test_local.py": "local-model",
+    "tests/council/test_live_local.py": "local-model",
+}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The scheduling unit of a test id: its group, else its file."""
+    for prefix, group in XDIST_GROUPS.items():
+        if nodeid == prefix or nodeid.startswith(prefix + "::"):
+            return group
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedFileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return xdist_scope(nodeid)
+
+        def _assign_work_unit(self, node):
+            if not getattr(self, "_groups_first", False):     # once, before the first unit
+                for scope in reversed([s for s in self.workqueue if s in XDIST_GROUPS.values()]):
+                    self.workqueue.move_to_end(scope, last=False)
+                self._groups_first = True
+            super()._assign_work_unit(node)
+
+    return GroupedFileScheduling(config, log)

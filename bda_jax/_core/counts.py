@@ -54,6 +54,105 @@ def _take_info(info: CountsInfo | None, index) -> CountsInfo | None:
                       info.clusters, dict(info.notes))
 
 
+class _DeviceCache:
+    """One device copy of a count collection's arrays and facts read off them once.
+
+    Kept outside the pytree: keyed by the identity of the array fields, so reassigning a field
+    (``counts.e = ...``) recomputes it, and a JAX transformation (which rebuilds the object from
+    its leaves) starts with an empty cache. Arrays built by :meth:`Counts.from_arrays` and the
+    tally are owned by the collection and read-only, so they cannot change under the cache."""
+
+    __slots__ = ("key", "device", "max_count", "kernel")
+
+    def __init__(self, key):
+        self.key, self.device, self.max_count, self.kernel = key, None, None, {}
+
+
+def _leaves_key(obj, fields) -> tuple:
+    return tuple(id(getattr(obj, f)) for f in fields)
+
+
+def _cache_of(obj, fields) -> "_DeviceCache":
+    key = _leaves_key(obj, fields)
+    cache = obj._cache
+    if cache is None or cache.key != key:
+        cache = _DeviceCache(key)
+        obj._cache = cache
+    return cache
+
+
+def _is_traced(obj, fields) -> bool:
+    return any(isinstance(getattr(obj, f), jax.core.Tracer) for f in fields)
+
+
+def _on_device(obj, fields):
+    """``obj`` with every array field a :class:`jax.Array` on the default device, copied there
+    once and cached (:class:`_DeviceCache`); ``obj`` itself when its fields already are JAX
+    arrays (or tracers, inside a transformation)."""
+    if all(isinstance(getattr(obj, f), jax.Array) for f in fields):
+        return obj
+    cache = _cache_of(obj, fields)
+    if cache.device is None:
+        dev = jax.device_put(obj)                 # one transfer of the whole pytree
+        dev.info = obj.info
+        cache.device = dev
+    return cache.device
+
+
+def _max_count_of(obj, fields) -> int | None:
+    """max N over all rows (0 when empty), or ``None`` inside a transformation; computed once
+    per collection (where the arrays live: on an accelerator only the scalar returns)."""
+    if _is_traced(obj, fields):
+        return None
+    cache = _cache_of(obj, fields)
+    if cache.max_count is None:
+        N = obj.N
+        if N.size == 0:
+            cache.max_count = 0
+        elif isinstance(N, jax.Array):
+            cache.max_count = int(jax.numpy.max(N))
+        else:
+            cache.max_count = int(np.max(N))
+    return cache.max_count
+
+
+_COUNT_FIELDS = frozenset({"N", "e", "c", "e0"})
+
+
+def _narrow_dtype(top: int):
+    """The narrowest integer type holding every count up to ``top`` (int8 reads 4x less)."""
+    for dt in (np.int8, np.int16):
+        if top <= np.iinfo(dt).max:
+            return dt
+    return np.int32
+
+
+def _kernel_arrays(obj, fields, names):
+    """The arrays ``names`` as a kernel reads them: JAX arrays on the default device, the
+    count fields (N, e, c, e0: all <= max N) in :func:`_narrow_dtype` of ``max N``; copied
+    once per collection and field, then cached. Fields that already are JAX arrays (or
+    tracers) are returned as they are."""
+    if all(isinstance(getattr(obj, f), jax.Array) for f in names):
+        return tuple(getattr(obj, f) for f in names)
+    cache = _cache_of(obj, fields)
+    todo = [f for f in names if f not in cache.kernel]
+    if todo:
+        narrow = _narrow_dtype(_max_count_of(obj, fields))
+        host = [getattr(obj, f) for f in todo]
+        host = [np.asarray(x).astype(narrow) if f in _COUNT_FIELDS and not isinstance(x, jax.Array)
+                else x for f, x in zip(todo, host)]
+        cache.kernel.update(zip(todo, jax.device_put(host)))
+    return tuple(cache.kernel[f] for f in names)
+
+
+def _owned(*arrays):
+    """Mark freshly built host arrays read-only: the collection owns them, and its device copy
+    and cached facts stay true (an in-place write raises instead of going unseen)."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+
+
 @jax.tree_util.register_pytree_node_class
 class Counts:
     """Count tensors of T tasks, I agents, K (=K_max) candidate slots. A JAX pytree.
@@ -63,15 +162,42 @@ class Counts:
     ``gold_missing`` [T] bool, ``cluster`` [T] int32, ``e0`` [T,I,K] int32, ``conf0`` [T,I,K]
     float32. ``info`` (agent names, task ids, candidate strings, ``vocab``) is metadata outside the
     pytree: it does not survive a trip through a JAX transformation.
+
+    Where the arrays live: :meth:`from_arrays` and :func:`tally` hold read-only NumPy arrays (the
+    host-side code -- metrics, folds, reports -- reads them without a transfer) and the kernels
+    read :meth:`on_device`, one copy on JAX's default device made at the first kernel call and
+    kept; ``max N``, which picks a kernel's path, is likewise read once (:attr:`max_count`).
+    Repeated kernel calls on one collection therefore copy nothing.
     """
 
-    __slots__ = _ARRAY_FIELDS + ("info",)
+    __slots__ = _ARRAY_FIELDS + ("info", "_cache")
 
     def __init__(self, N, e, c, mask, K, gold, gold_missing, cluster, e0, conf0, info=None):
         self.N, self.e, self.c, self.mask, self.K = N, e, c, mask, K
         self.gold, self.gold_missing, self.cluster, self.e0, self.conf0 = (
             gold, gold_missing, cluster, e0, conf0)
         self.info = info
+        self._cache = None
+
+    def on_device(self) -> "Counts":
+        """These counts with every array a :class:`jax.Array` on the default device (names
+        kept): copied once, then the same object on every call (``self`` when the arrays are
+        already JAX arrays). The kernels call it; so can a user handing counts to a jitted
+        function of their own."""
+        return _on_device(self, _ARRAY_FIELDS)
+
+    @property
+    def max_count(self) -> int | None:
+        """The largest ``N`` (0 when empty; ``None`` inside a JAX transformation), computed
+        once per collection."""
+        return _max_count_of(self, _ARRAY_FIELDS)
+
+    def kernel_arrays(self, *names: str) -> tuple:
+        """The fields ``names`` as the posterior kernels read them: on JAX's default device,
+        counts (``N``, ``e``, ``c``, ``e0``) in the narrowest integer type that holds ``max N``
+        (int8 up to 127), copied once and cached; fields that are JAX arrays already come back
+        unchanged. Exact: every count fits the narrower type."""
+        return _kernel_arrays(self, _ARRAY_FIELDS, names)
 
     # pytree protocol: arrays are children, names are not carried through transformations
     def tree_flatten(self):
@@ -117,6 +243,7 @@ class Counts:
         if index.dtype == bool:
             index = np.flatnonzero(index)
         sub = [np.asarray(getattr(self, f))[index] for f in _ARRAY_FIELDS]
+        _owned(*sub)
         return Counts(*sub, info=_take_info(self.info, index))
 
     def to_pairs(self) -> "PairCounts":
@@ -175,15 +302,15 @@ class Counts:
         if g.shape != (T,) or (g < -1).any() or (g >= Kt).any():
             raise DataError("gold must be [T] with -1 (unlabeled) or an index below K_t",
                             field="gold")
-        gm = np.zeros(T, bool) if gold_missing is None else np.asarray(gold_missing, bool)
+        gm = np.zeros(T, bool) if gold_missing is None else np.array(gold_missing, bool)
         if gm.shape != (T,) or (gm & (g >= 0)).any():
             raise DataError("gold_missing must be [T] and true only where gold is -1",
                             field="gold_missing")
-        e0 = e if e0 is None else _int_array(e0, "e0")
+        e0 = e if e0 is None else _int_array(e0, "e0")   # shared: both are read-only
         if e0.shape != e.shape:
             raise DataError(f"e0 must have the shape of e {e.shape}", field="e0")
         conf0 = (np.full(e.shape, np.nan, np.float32) if conf0 is None
-                 else np.asarray(conf0, np.float32))
+                 else np.array(conf0, np.float32))
         if conf0.shape != e.shape:
             raise DataError(f"conf0 must have the shape of e {e.shape}", field="conf0")
         cl = np.arange(T, dtype=np.int32) if cluster is None else _int_array(cluster, "cluster")
@@ -196,7 +323,11 @@ class Counts:
             raise DataError(f"vocab must list the {Kmax} candidates every task shares",
                             field="vocab")
         info = CountsInfo(agents, vocab=None if vocab is None else tuple(vocab))
-        return cls(N, e, c, mask, Kt, g, gm, cl, e0, conf0, info)
+        _owned(N, e, c, mask, Kt, g, gm, cl, e0, conf0)
+        out = cls(N, e, c, mask, Kt, g, gm, cl, e0, conf0, info)
+        out._cache = _DeviceCache(_leaves_key(out, _ARRAY_FIELDS))
+        out._cache.max_count = int(N.max()) if N.size else 0   # read once, here
+        return out
 
 
 @jax.tree_util.register_pytree_node_class
@@ -221,7 +352,7 @@ class PairCounts:
     True
     """
 
-    __slots__ = _PAIR_FIELDS + ("n_tasks", "n_agents", "info")
+    __slots__ = _PAIR_FIELDS + ("n_tasks", "n_agents", "info", "_cache")
 
     def __init__(self, task, agent, N, e, c, e0, conf0, mask, K, gold, gold_missing, cluster, *,
                  n_tasks, n_agents, info=None):
@@ -230,6 +361,16 @@ class PairCounts:
         self.gold_missing, self.cluster = gold_missing, cluster
         self.n_tasks, self.n_agents = int(n_tasks), int(n_agents)
         self.info = info
+        self._cache = None
+
+    def on_device(self) -> "PairCounts":
+        """As :meth:`Counts.on_device`: the arrays on JAX's default device, copied once."""
+        return _on_device(self, _PAIR_FIELDS)
+
+    @property
+    def max_count(self) -> int | None:
+        """As :attr:`Counts.max_count`: the largest ``N`` of any pair, computed once."""
+        return _max_count_of(self, _PAIR_FIELDS)
 
     def tree_flatten(self):
         return tuple(getattr(self, f) for f in _PAIR_FIELDS), (self.n_tasks, self.n_agents)
@@ -382,18 +523,57 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
                              permute_candidates=permute_candidates, unknown_agents=unknown_agents,
                              seat_key=seat_key, layout=layout)
     traces = list(traces)
-    resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient,
-                              abstain_candidate=abstain_candidate) for t in traces]
-    if not resolved:
+    # Runs of traces, in order: [block, positions] of traces the fast reader resolved
+    # (their resolved columns, computed once per chunk for these options), or
+    # [None, [ResolvedTrace], [source]] of traces the automaton resolves here.
+    runs: list[list] = []
+    task_ids: list[str] = []
+    chunk = where = None
+    for t in traces:
+        fast = getattr(t, "__dict__", _NO_DICT).get("_fast")
+        if fast is not None:
+            if fast[0] is not chunk:
+                chunk, resolution = fast[0], fast[0].resolution(normalizer, abstain_candidate)
+                block, where = (None, None) if resolution is None else (
+                    resolution[0], resolution[1].tolist())
+            if where is not None and where[fast[1]] >= 0:
+                if runs and runs[-1][0] is block:
+                    runs[-1][1].append(where[fast[1]])
+                else:
+                    runs.append([block, [where[fast[1]]]])
+                task_ids.append(t.task_id)
+                continue
+        r = resolve_trace(t, normalizer=normalizer, lenient=lenient,
+                          abstain_candidate=abstain_candidate)
+        if not runs or runs[-1][0] is not None:
+            runs.append([None, [], []])
+        runs[-1][1].append(r)
+        runs[-1][2].append(getattr(t, "source", (None, None)))
+        task_ids.append(r.task_id)
+    if not task_ids:
         raise DataError("no traces to tally", field="traces")
     seen_tasks: dict[str, int] = {}
-    for t, r in enumerate(resolved):
-        if r.task_id in seen_tasks:
-            raise TraceError("duplicate task_id", task_id=r.task_id, field="task_id")
-        seen_tasks[r.task_id] = t
+    for t, task_id in enumerate(task_ids):
+        if task_id in seen_tasks:
+            raise TraceError("duplicate task_id", task_id=task_id, field="task_id")
+        seen_tasks[task_id] = t
     state = TallyState(agents, options, file=getattr(traces[0], "source", (None,))[0])
-    part = tally_part(resolved, [getattr(t, "source", (None, None)) for t in traces], state)
-    return finish_tally([part], state)
+    parts, pending, n_pending = [], [], 0
+    for run in runs:
+        block = (ResolvedBlock.from_resolved(run[1], run[2]) if run[0] is None
+                 else run[0].take(run[1]))
+        pending.append(block)
+        n_pending += block.n_tasks
+        if n_pending >= _TALLY_PART_TASKS:
+            parts.append(tally_part(ResolvedBlock.concat(pending), state))
+            pending, n_pending = [], 0
+    if pending:
+        parts.append(tally_part(ResolvedBlock.concat(pending), state))
+    return finish_tally(parts, state)
+
+
+_NO_DICT: dict = {}
+_TALLY_PART_TASKS = 1 << 16     # tasks packed at a time (parts join exactly: finish_tally)
 
 
 # ------------------------------------------------------------------ the tally, in parts
@@ -462,54 +642,191 @@ class TallyState:
         return self._interned.setdefault(candidates, candidates)
 
 
-def tally_part(resolved: Sequence[ResolvedTrace], sources, state: TallyState) -> dict:
-    """Pack a run of resolved traces (the next tasks of the tally) into compact count arrays.
+_FORCE_INDEX = {f: k for k, f in enumerate(FORCES)}
 
-    Flattens the informative moves into per-move arrays, filters them by the options, indexes
+
+def _ranges(off: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``off[i]:off[i+1]`` for each ``i`` in ``idx``, concatenated, and the new
+    offsets (``off`` [T+1] offsets of per-task runs in a flat array)."""
+    lengths = off[idx + 1] - off[idx]
+    new_off = np.zeros(idx.size + 1, np.int64)
+    np.cumsum(lengths, out=new_off[1:])
+    pos = np.repeat(off[idx] - new_off[:-1], lengths) + np.arange(int(new_off[-1]), dtype=np.int64)
+    return pos, new_off
+
+
+class ResolvedBlock:
+    """Resolved traces as columns: the one input of :func:`tally_part` (the automaton's
+    result, :class:`~bda_jax.ResolvedTrace`, for a run of tasks, flattened).
+
+    Per task (T): ``task_id``, ``candidates`` (display strings), ``keys`` (normalized),
+    ``cluster`` and ``sources`` ((file, line)) lists, ``gold`` [T] int32 (-1: none),
+    ``gold_missing`` [T] bool. Admissible moves in file order: ``m_off`` [T+1] offsets and
+    ``m_agent`` codes into ``agent_names``. Informative moves (one signed endorsement each) in
+    file order: ``e_off`` [T+1], ``e_agent`` (code into ``agent_names``), ``e_cand`` (candidate
+    slot), ``e_sign`` (+1 / -1), ``e_round``, ``e_conf`` (NaN: none), ``e_force`` (index into
+    :data:`~bda_jax.FORCES`) and ``e_id`` (code into ``id_names``: the move id). Built by
+    :meth:`from_resolved` or by the fast reader (``bda_jax._core.fastparse``)."""
+
+    __slots__ = ("task_id", "candidates", "keys", "cluster", "sources", "gold", "gold_missing",
+                 "agent_names", "m_off", "m_agent", "e_off", "e_agent", "e_cand", "e_sign",
+                 "e_round", "e_conf", "e_force", "id_names", "e_id")
+
+    def __init__(self, **fields):
+        for name in self.__slots__:
+            setattr(self, name, fields.pop(name))
+        if fields:
+            raise TypeError(f"unknown fields {sorted(fields)}")
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.task_id)
+
+    @classmethod
+    def from_resolved(cls, resolved: Sequence[ResolvedTrace], sources) -> "ResolvedBlock":
+        """The columns of :func:`resolve_trace` results (``sources``: (file, line) each)."""
+        chain = itertools.chain.from_iterable
+        T = len(resolved)
+        names: dict[str, int] = {}
+        ids: dict[str, int] = {}
+        m_n = np.fromiter((len(r.admissible) for r in resolved), np.int64, T)
+        e_n = np.fromiter((len(r.sign) for r in resolved), np.int64, T)
+        m_off, e_off = (np.concatenate([[0], np.cumsum(n)]).astype(np.int64) for n in (m_n, e_n))
+        E = int(e_off[-1])
+        m_agent = np.fromiter((names.setdefault(m.agent, len(names)) for r in resolved
+                               for m in r.admissible), np.int32, int(m_off[-1]))
+        e_agent = np.fromiter((names.setdefault(a, len(names)) for a in chain(
+            r.agent for r in resolved)), np.int32, E)
+        return cls(
+            task_id=[r.task_id for r in resolved], candidates=[r.candidates for r in resolved],
+            keys=[r.keys for r in resolved], cluster=[r.cluster for r in resolved],
+            sources=list(sources),
+            gold=np.fromiter((r.gold for r in resolved), np.int32, T),
+            gold_missing=np.fromiter((r.gold_missing for r in resolved), bool, T),
+            agent_names=list(names), m_off=m_off, m_agent=m_agent, e_off=e_off, e_agent=e_agent,
+            e_cand=np.fromiter(chain(r.cand for r in resolved), np.int32, E),
+            e_sign=np.fromiter(chain(r.sign for r in resolved), np.int8, E),
+            e_round=np.fromiter(chain(r.round for r in resolved), np.int64, E),
+            e_conf=np.fromiter(chain(r.confidence for r in resolved), np.float64, E),
+            e_force=np.fromiter((_FORCE_INDEX[f] for f in chain(r.force for r in resolved)),
+                                np.int8, E),
+            e_id=np.fromiter((ids.setdefault(i, len(ids)) for i in chain(
+                r.moves for r in resolved)), np.int32, E),
+            id_names=list(ids))
+
+    def take(self, idx) -> "ResolvedBlock":
+        """The tasks ``idx`` (positions, in the order given)."""
+        idx = np.asarray(idx, np.int64)
+        T = self.n_tasks
+        if idx.size == T and (idx == np.arange(T)).all():
+            return self
+        m_pos, m_off = _ranges(self.m_off, idx)
+        e_pos, e_off = _ranges(self.e_off, idx)
+        at = idx.tolist()
+        pick = lambda seq: [seq[i] for i in at]
+        return ResolvedBlock(
+            task_id=pick(self.task_id), candidates=pick(self.candidates), keys=pick(self.keys),
+            cluster=pick(self.cluster), sources=pick(self.sources), gold=self.gold[idx],
+            gold_missing=self.gold_missing[idx], agent_names=self.agent_names, m_off=m_off,
+            m_agent=self.m_agent[m_pos], e_off=e_off, e_agent=self.e_agent[e_pos],
+            e_cand=self.e_cand[e_pos], e_sign=self.e_sign[e_pos], e_round=self.e_round[e_pos],
+            e_conf=self.e_conf[e_pos], e_force=self.e_force[e_pos], id_names=self.id_names,
+            e_id=self.e_id[e_pos])
+
+    @staticmethod
+    def concat(blocks: Sequence["ResolvedBlock"]) -> "ResolvedBlock":
+        """The tasks of ``blocks`` one after the other (agent and id codes merged)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        names: dict[str, int] = {}
+        ids: dict[str, int] = {}
+        m_agent, e_agent, e_id, m_n, e_n = [], [], [], [], []
+        for b in blocks:
+            lut = np.fromiter((names.setdefault(n, len(names)) for n in b.agent_names), np.int32,
+                              len(b.agent_names))
+            id_lut = np.fromiter((ids.setdefault(n, len(ids)) for n in b.id_names), np.int32,
+                                 len(b.id_names))
+            m_agent.append(lut[b.m_agent] if b.m_agent.size else b.m_agent)
+            e_agent.append(lut[b.e_agent] if b.e_agent.size else b.e_agent)
+            e_id.append(id_lut[b.e_id] if b.e_id.size else b.e_id)
+            m_n.append(np.diff(b.m_off))
+            e_n.append(np.diff(b.e_off))
+        cat = np.concatenate
+        joined = lambda name: [x for b in blocks for x in getattr(b, name)]
+        return ResolvedBlock(
+            task_id=joined("task_id"), candidates=joined("candidates"), keys=joined("keys"),
+            cluster=joined("cluster"), sources=joined("sources"),
+            gold=cat([b.gold for b in blocks]), gold_missing=cat([b.gold_missing for b in blocks]),
+            agent_names=list(names), m_off=cat([[0], np.cumsum(cat(m_n))]).astype(np.int64),
+            m_agent=cat(m_agent).astype(np.int32),
+            e_off=cat([[0], np.cumsum(cat(e_n))]).astype(np.int64),
+            e_agent=cat(e_agent).astype(np.int32),
+            e_cand=cat([b.e_cand for b in blocks]), e_sign=cat([b.e_sign for b in blocks]),
+            e_round=cat([b.e_round for b in blocks]), e_conf=cat([b.e_conf for b in blocks]),
+            e_force=cat([b.e_force for b in blocks]), id_names=list(ids),
+            e_id=cat(e_id).astype(np.int32))
+
+
+def _first_seen(codes: np.ndarray) -> np.ndarray:
+    """The distinct values of ``codes`` in order of first appearance."""
+    if not codes.size:
+        return codes
+    values, first = np.unique(codes, return_index=True)
+    return values[np.argsort(first, kind="stable")]
+
+
+def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
+    """Pack a run of resolved traces (the next tasks of the tally, as a
+    :class:`ResolvedBlock`) into compact count arrays.
+
+    Takes the informative moves as per-move arrays, filters them by the options, indexes
     agents through ``state`` and runs :func:`_assemble` (K_max and I of this part; cluster
-    codes provisional). ``sources`` [(file, line)] per trace locate errors. Returns the fields
-    of the assembled :class:`Counts` / :class:`PairCounts` as a dict, with ``"T"``."""
+    codes provisional). ``block.sources`` [(file, line)] per trace locate errors. Returns the
+    fields of the assembled :class:`Counts` / :class:`PairCounts` as a dict, with ``"T"``."""
     opt = state.options
-    T = len(resolved)
-    # ---- flatten the informative moves of these tasks (one entry per signed endorsement)
-    n_per_task = np.fromiter((len(r.sign) for r in resolved), np.int64, T)
+    T = block.n_tasks
+    # ---- the informative moves of these tasks (one entry per signed endorsement)
+    n_per_task = np.diff(block.e_off)
     task = np.repeat(np.arange(T, dtype=np.int64), n_per_task)
-    seat_of = {"agent": lambda a, f: a, "force": lambda a, f: f,
-               "agent-force": lambda a, f: f"{a}:{f}"}[opt.seat_key]
-    agent_names = [seat_of(a, f) for r in resolved for a, f in zip(r.agent, r.force)]
-    cand = np.fromiter(itertools.chain.from_iterable(r.cand for r in resolved), np.int64)
-    sign = np.fromiter(itertools.chain.from_iterable(r.sign for r in resolved), np.int64)
-    rnd = np.fromiter(itertools.chain.from_iterable(r.round for r in resolved), np.int64)
-    conf = np.fromiter(itertools.chain.from_iterable(r.confidence for r in resolved), np.float64)
+    cand = block.e_cand.astype(np.int64)
+    sign = block.e_sign.astype(np.int64)
+    rnd = block.e_round.astype(np.int64)
+    conf = block.e_conf.astype(np.float64)
+    if opt.seat_key == "agent":
+        seat, seat_names = block.e_agent.astype(np.int64), block.agent_names
+    elif opt.seat_key == "force":
+        seat, seat_names = block.e_force.astype(np.int64), FORCES
+    else:                                   # "agent:force" seats
+        pair = block.e_agent.astype(np.int64) * len(FORCES) + block.e_force
+        pairs, seat = np.unique(pair, return_inverse=True)
+        seat = seat.reshape(-1)
+        seat_names = [f"{block.agent_names[p // len(FORCES)]}:{FORCES[p % len(FORCES)]}"
+                      for p in pairs.tolist()]
     if opt.forces is not None:
-        force_ok = np.fromiter((f in opt.forces for f in itertools.chain.from_iterable(
-            r.force for r in resolved)), bool, cand.size)
+        force_ok = np.isin(block.e_force, [_FORCE_INDEX[f] for f in opt.forces])
 
+    index_of = state.agent_index
     if not state.fixed:      # first seen, across the parts in order
         if opt.seat_key == "agent":
-            names = itertools.chain.from_iterable(
-                (m.agent for m in r.admissible) for r in resolved)
+            first = [block.agent_names[c] for c in _first_seen(block.m_agent).tolist()]
         else:
-            names = agent_names
-        index_of = state.agent_index
-        for a in names:
+            first = [seat_names[c] for c in _first_seen(seat).tolist()]
+        for a in first:
             if a not in index_of:
                 index_of[a] = len(index_of)
-    index_of = state.agent_index
-    agent = np.fromiter((index_of.get(a, -1) for a in agent_names), np.int64, len(agent_names))
+    lut = np.fromiter((index_of.get(a, -1) for a in seat_names), np.int64, len(seat_names))
+    agent = lut[seat] if seat.size else seat
     unknown = agent < 0
     if unknown.any():
         if opt.unknown_agents == "error":
             k = int(np.flatnonzero(unknown)[0])
-            r = resolved[task[k]]
-            move_id = r.moves[k - int(n_per_task[:task[k]].sum())]
-            file, line = sources[task[k]]
-            raise TraceError(f"agent {agent_names[k]!r} is not in the agent list "
+            t = int(task[k])
+            file, line = block.sources[t]
+            raise TraceError(f"agent {seat_names[seat[k]]!r} is not in the agent list "
                              f"{list(index_of)} (pass unknown_agents='drop' to ignore such "
-                             "moves)", file=file, line=line, task_id=r.task_id, move_id=move_id,
-                             field="agent")
+                             "moves)", file=file, line=line, task_id=block.task_id[t],
+                             move_id=block.id_names[block.e_id[k]], field="agent")
         state.dropped += int(unknown.sum())
-    del agent_names
     I = len(index_of)
 
     keep = ~unknown
@@ -517,7 +834,9 @@ def tally_part(resolved: Sequence[ResolvedTrace], sources, state: TallyState) ->
         keep &= force_ok
     if opt.max_round is not None:
         keep &= rnd <= opt.max_round
-    task, agent, cand, sign, rnd, conf = (x[keep] for x in (task, agent, cand, sign, rnd, conf))
+    if not keep.all():
+        task, agent, cand, sign, rnd, conf = (x[keep] for x in (task, agent, cand, sign, rnd,
+                                                                conf))
     if opt.one_move_per_round and task.size:
         # entries are in file order within a task; keep the last per (task, agent, round)
         order = np.lexsort((np.arange(task.size), rnd, agent, task))
@@ -528,20 +847,20 @@ def tally_part(resolved: Sequence[ResolvedTrace], sources, state: TallyState) ->
         task, agent, cand, sign, rnd, conf = (x[sel] for x in (task, agent, cand, sign, rnd, conf))
 
     # ---- candidate sets, gold, clusters (per task)
-    Kt = np.fromiter((len(r.keys) for r in resolved), np.int32, T)
+    Kt = np.fromiter(map(len, block.keys), np.int32, T)
     Kmax = int(Kt.max())
     mask = np.arange(Kmax)[None, :] < Kt[:, None]
-    gold = np.fromiter((r.gold for r in resolved), np.int32, T)
-    gold_missing = np.fromiter((r.gold_missing for r in resolved), bool, T)
+    gold = np.ascontiguousarray(block.gold, np.int32)
+    gold_missing = np.ascontiguousarray(block.gold_missing, bool)
     codes = state.cluster_code
-    cluster = np.fromiter((codes.setdefault(r.cluster, len(codes)) for r in resolved),
-                          np.int64, T)
+    cluster = np.fromiter((codes.setdefault(c, len(codes)) for c in block.cluster), np.int64, T)
     if state.first_keys is None:
-        state.first_keys, state.first_candidates = resolved[0].keys, resolved[0].candidates
+        state.first_keys, state.first_candidates = block.keys[0], block.candidates[0]
     if state.same_keys:
-        state.same_keys = all(r.keys == state.first_keys for r in resolved)
-    state.task_ids.extend(r.task_id for r in resolved)
-    state.candidates.extend(state.intern(tuple(r.candidates)) for r in resolved)
+        first_keys = state.first_keys
+        state.same_keys = all(k == first_keys for k in block.keys)
+    state.task_ids.extend(block.task_id)
+    state.candidates.extend(state.intern(tuple(c)) for c in block.candidates)
 
     moves = _Moves(task, agent, cand, sign, rnd, conf)
     out = _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, None, opt.layout)
@@ -608,6 +927,7 @@ def finish_tally(parts: list[dict], state: TallyState) -> "Counts | PairCounts":
         out = Counts(**arrays, info=info)
     if opt.permute_candidates is not None:
         out = _permute_slots(out, opt.permute_candidates)
+    _owned(*(getattr(out, f) for f in (_ARRAY_FIELDS if opt.layout == "dense" else _PAIR_FIELDS)))
     return out
 
 

@@ -12,8 +12,8 @@ import os
 import tempfile
 from typing import Any, Callable, Iterator, Mapping, TextIO
 
-__all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "atomic_write", "canonical_json", "loads_unique",
-           "read_json_file", "read_json_lines", "unique_keys"]
+__all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "atomic_write", "canonical_json", "decode_json_line",
+           "loads_unique", "numbered_lines", "read_json_file", "read_json_lines", "unique_keys"]
 
 
 class DuplicateKeyError(ValueError):
@@ -123,14 +123,44 @@ def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp",
         raise
 
 
-def _numbered_lines(handle):
+def numbered_lines(handle) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) over a binary file; \\n, \\r\\n and a bare \\r all end a line."""
     lineno = 0
     for raw in handle:
         body = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+        if b"\r" not in body:
+            lineno += 1
+            yield lineno, body
+            continue
         for piece in body.split(b"\r"):
             lineno += 1
             yield lineno, piece
+
+
+def decode_json_line(data: bytes, path: str, lineno: int, error: type,
+                     ids: Mapping[str, str] | None = TRACE_RECORD_IDS) -> tuple[bool, Any]:
+    """Decode one line of a JSON Lines file as :func:`read_json_lines` does: ``(False, None)``
+    for a blank line, else ``(True, value)``; bytes that are not UTF-8, text that is not JSON
+    and an object that repeats a key raise ``error`` naming ``path`` and ``lineno``."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"not valid UTF-8 (byte {err.start + 1})", file=path, line=lineno) from None
+    if not text.strip():
+        return False, None
+    try:
+        return True, loads_unique(text)
+    except DuplicateKeyError as err:
+        raise error(f"duplicate key {err.key!r} in one JSON object (a repeated key is "
+                    "refused, not overwritten)", file=path, line=lineno, field=err.key,
+                    **_duplicate_location(text, err, ids)) from None
+    except json.JSONDecodeError as err:
+        raise error(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
+                    line=lineno) from None
+    except RecursionError:
+        raise error("invalid JSON: nested too deeply", file=path, line=lineno) from None
+    except ValueError as err:        # e.g. integers beyond Python's digit limit
+        raise error(f"invalid JSON: {err}", file=path, line=lineno) from None
 
 
 def read_json_lines(path, error: type, what: str = "file",
@@ -153,30 +183,12 @@ def read_json_lines(path, error: type, what: str = "file",
     except OSError as err:
         raise error(f"cannot open {what}: {err.strerror}", file=path) from None
     with handle:
-        for lineno, data in _numbered_lines(handle):
+        for lineno, data in numbered_lines(handle):
             if keep_line is not None and not keep_line(lineno):
                 continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise error(f"not valid UTF-8 (byte {err.start + 1})", file=path,
-                            line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                value = loads_unique(text)
-            except DuplicateKeyError as err:
-                raise error(f"duplicate key {err.key!r} in one JSON object (a repeated key is "
-                            "refused, not overwritten)", file=path, line=lineno, field=err.key,
-                            **_duplicate_location(text, err, ids)) from None
-            except json.JSONDecodeError as err:
-                raise error(f"invalid JSON: {err.msg} (column {err.colno})", file=path,
-                            line=lineno) from None
-            except RecursionError:
-                raise error("invalid JSON: nested too deeply", file=path, line=lineno) from None
-            except ValueError as err:        # e.g. integers beyond Python's digit limit
-                raise error(f"invalid JSON: {err}", file=path, line=lineno) from None
-            yield lineno, value
+            found, value = decode_json_line(data, path, lineno, error, ids)
+            if found:
+                yield lineno, value
 
 
 def read_json_file(path, error: type, what: str = "file") -> Any:

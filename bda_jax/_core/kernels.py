@@ -307,19 +307,23 @@ _GRID_FEATURES_MAX = 4096        # I * S * S: one-hot width of the grid path
 _GRID_CELLS_MAX = 50_000_000     # T * K * features: its dense one-hot size
 
 
-@partial(jax.jit, static_argnames=("table_size",))
-def onecoin_grid_log_posterior(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size):
+@partial(jax.jit, static_argnames=("table_size", "small_counts"))
+def onecoin_grid_log_posterior(N, e, c, mask, K, alphas, betas, taus, log_prior, table_size,
+                               small_counts=False):
     """[M, T, K] one-coin posteriors for M prior rows (alphas, betas [M, I], taus [M]).
 
     Every (agent, N, c) cell is one feature, so all M posteriors come from one matrix product of
     the tasks' one-hot features [T, K, I S^2] with the M rows' tables [M, I S^2] — what makes a
     whole CV grid cost about one kernel call. Falls back to a vmap of the single-prior kernel
-    when the tables are wide or counts exceed them.
+    when the tables are wide or counts exceed them. ``small_counts`` (static): the caller knows
+    every N < ``table_size`` (from the host), so only the table path is traced and compiled,
+    not the large-count branch of a ``lax.cond``.
     """
     T, I, Kmax = e.shape
     S = table_size
     F = I * S * S
-    single = jax.vmap(lambda a, b, t: _onecoin(N, e, c, mask, K, a, b, t, log_prior, S))
+    path = "tables" if small_counts else "auto"
+    single = jax.vmap(lambda a, b, t: _onecoin(N, e, c, mask, K, a, b, t, log_prior, S, path))
     if F > _GRID_FEATURES_MAX or T * Kmax * F > _GRID_CELLS_MAX:
         return single(alphas, betas, taus)
     dt = alphas.dtype
@@ -332,6 +336,8 @@ def onecoin_grid_log_posterior(N, e, c, mask, K, alphas, betas, taus, log_prior,
         beta_part = jnp.einsum("tkf,mf->mtk", onehot, tabs)
         return jax.vmap(lambda bp, t: _finish(bp, e, mask, K, t, log_prior, jnp))(beta_part, taus)
 
+    if small_counts:
+        return tables()
     return jax.lax.cond(jnp.max(N, initial=0) < S, tables, lambda: single(alphas, betas, taus))
 
 
@@ -362,16 +368,10 @@ def _finite_nonnegative(x):
     return np.isfinite(x) & (x >= 0)
 
 
-def _max_count(N) -> int | None:
-    """max N over all tasks and agents (0 when empty), or None when traced. Reduced where the
-    array lives: on an accelerator only the scalar comes back to the host."""
-    if isinstance(N, jax.core.Tracer):
-        return None
-    if N.size == 0:
-        return 0
-    if isinstance(N, jax.Array) and any(d.platform != "cpu" for d in N.devices()):
-        return int(jnp.max(N))
-    return int(np.max(np.asarray(N)))
+def _max_count(counts: Counts) -> int | None:
+    """max N over all tasks and agents (0 when empty), or None when traced: read once per
+    collection (:attr:`Counts.max_count`), not per kernel call."""
+    return counts.max_count
 
 
 def _check_agents(counts: Counts, arr, name, ndim):
@@ -384,7 +384,7 @@ def _check_agents(counts: Counts, arr, name, ndim):
 def table_size_for(counts: Counts) -> int:
     """Smallest power of two in [8, DEFAULT_TABLE_SIZE] above every N (DEFAULT when traced or
     larger): small tables are cheap to build, which matters when a grid of priors is vmapped."""
-    return _table_size_above(_max_count(counts.N), counts.N.size)
+    return _table_size_above(_max_count(counts), counts.N.size)
 
 
 def _table_size_above(top: int | None, size_of_N: int) -> int:
@@ -398,7 +398,8 @@ def _table_size_above(top: int | None, size_of_N: int) -> int:
 
 
 def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, *, dtype=None,
-                          table_size: int | None = None) -> jax.Array:
+                          table_size: int | None = None,
+                          counts_below: int | None = None) -> jax.Array:
     """One-coin BDA posterior, Eqs. (1)-(2) of [BDA] §3 (Algorithm 1), optionally tempered.
 
     log pi(g | T) = log pi0(g) + tau * sum_i [log B(alpha_i + c_i(g), beta_i + d_i(g))
@@ -412,6 +413,11 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
       dtype: float32 (default) or float64 (needs JAX x64 mode).
       table_size: counts below it use exact lookup tables; otherwise the large-count path.
         Default: :func:`table_size_for` (a power of two just above the largest N).
+      counts_below: an upper bound the caller knows for every N (exclusive), for counts traced
+        inside a jitted function of the caller's, where the largest N cannot be read: with
+        ``counts_below <= table_size`` only the table path is compiled (no device-side branch).
+        Checked against concrete counts (:class:`DataError` if some N reaches it); inside a
+        transformation it is the caller's promise.
 
     Returns: normalized log-posteriors [T, K]; padding slots are -inf. A task with K_t = 1 gets
     probability 1 on its only candidate (the (K - 1) factor is taken as 1 there).
@@ -432,19 +438,24 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     tau = jnp.asarray(tau, dt)
     _require(tau, "tau", _finite_nonnegative, "finite and >= 0")
     T, _, K = counts.e.shape
-    top = _max_count(counts.N)        # concrete counts: pick the path here, not on the device
+    top = _max_count(counts)          # concrete counts: pick the path here, not on the device
+    if counts_below is not None and top is not None and top >= counts_below:
+        raise DataError(f"counts_below={counts_below} but the largest N is {top}",
+                        field="counts_below")
     size = int(_table_size_above(top, counts.N.size) if table_size is None else table_size)
     path = "auto" if top is None else ("tables" if top < size else "large")
+    if top is None and counts_below is not None and counts_below <= size:
+        path = "tables"
     log_prior = _log_prior(log_prior, T, K, dt)
     I = counts.N.shape[1]
+    # on the device once per collection, counts in their narrowest integer type (cached)
+    arrays = counts.kernel_arrays("N", "e", "c", "mask", "K")
     if (path == "large" and dt == jnp.float32 and I <= _UNROLL_AGENTS
             and I * _exact_width(top) <= _EXACT_TABLE_ENTRIES
             and not any(isinstance(x, jax.core.Tracer) for x in (alpha, beta))):
         tables = _exact_tables(alpha_in, beta_in, top, K)
-        return _onecoin_exact(counts.N, counts.e, counts.c, counts.mask, counts.K, *tables, tau,
-                              log_prior)
-    return _onecoin(counts.N, counts.e, counts.c, counts.mask, counts.K, alpha, beta, tau,
-                    log_prior, size, path)
+        return _onecoin_exact(*arrays, *tables, tau, log_prior)
+    return _onecoin(*arrays, alpha, beta, tau, log_prior, size, path)
 
 
 @jax.jit
@@ -561,10 +572,11 @@ def confusion_log_posterior(counts: Counts, confusion, tau=1.0, log_prior=None, 
     tau_arr = jnp.asarray(tau, dt)
     _require(tau_arr, "tau", _finite_nonnegative, "finite and >= 0")
     log_prior = _log_prior(log_prior, T, K, dt)
-    top = _max_count(counts.N)
+    top = _max_count(counts)
+    c, mask = counts.kernel_arrays("c", "mask")   # on the device once, narrowest integer type
     if (dt == jnp.float32 and top is not None and top >= _SPLIT_COUNTS
             and counts.N.shape[1] * K <= _UNROLL_CELLS
             and not any(isinstance(x, jax.core.Tracer) for x in (confusion, tau))):
         m, lo, scale = _split_weights(confusion, tau, top)
-        return _confusion_split(counts.c, counts.mask, m, lo, scale, log_prior)
-    return _confusion(counts.c, counts.mask, conf, tau_arr, log_prior)
+        return _confusion_split(c, mask, m, lo, scale, log_prior)
+    return _confusion(c, mask, conf, tau_arr, log_prior)

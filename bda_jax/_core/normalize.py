@@ -18,9 +18,13 @@ import re
 import unicodedata
 from typing import Callable
 
-__all__ = ["default_normalizer", "identity_normalizer", "normalize_id", "nfkc", "Normalizer"]
+__all__ = ["default_normalizer", "identity_normalizer", "memoized", "normalize_id", "nfkc",
+           "Normalizer"]
 
 Normalizer = Callable[[str], str]
+
+#: Distinct strings a :func:`memoized` normalizer remembers before it starts afresh.
+MEMO_SIZE = 1 << 16
 
 _BOXED = re.compile(r"^\\boxed\s*\{(.*)\}$", re.DOTALL)
 _PAREN_LETTER = re.compile(r"^[\(\[]\s*([a-z])\s*[\)\]]$|^([a-z])\s*[\)\.]$")
@@ -81,3 +85,27 @@ def default_normalizer(answer: str) -> str:
 def identity_normalizer(answer: str) -> str:
     """Compare answers exactly as written."""
     return answer
+
+
+def memoized(normalizer: Normalizer, size: int = MEMO_SIZE) -> Normalizer:
+    """``normalizer`` with a bounded cache (``size`` distinct strings, then cleared): answers
+    repeat across tasks ("A", "True", ...), so most calls become one dict lookup. A normalizer
+    is a pure function of its string (docs/trace-format.md), so the answers are unchanged.
+
+    >>> calls = []
+    >>> norm = memoized(lambda s: calls.append(s) or s.lower())
+    >>> norm("A"), norm("A"), calls
+    ('a', 'a', ['A'])
+    """
+    cache: dict[str, str] = {}
+
+    def normalize(answer: str) -> str:
+        try:
+            return cache[answer]
+        except KeyError:
+            if len(cache) >= size:
+                cache.clear()
+            key = cache[answer] = normalizer(answer)
+            return key
+
+    return normalize

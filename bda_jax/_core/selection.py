@@ -3,6 +3,11 @@ Brier score ([BDA] §5 and Appendix D.1; docs/evaluation.md).
 
 Folds are weights, not subsets: every fit reads task weights [T], so one compiled call evaluates
 a whole hyperparameter grid over all inner folds of all outer folds (vmap over grid x folds).
+
+Compiled once per *bucket* of task counts, not per T: the task axis is padded to
+:func:`task_bucket` sizes (four per doubling, from 64) with empty tasks (no move, one candidate,
+no gold) of weight zero, which no sum over tasks sees (reliabilities, class priors, confusion
+rows, Brier sums, fold sizes), and outputs are sliced back. Folds are drawn on the real tasks.
 """
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ from .kernels import (DEFAULT_TABLE_SIZE, onecoin_grid_log_posterior, confusion_
 from .scoring import brier_mc_per_task
 
 __all__ = ["make_folds", "inner_folds", "training_weights", "training_folds", "GRIDS",
-           "arm_log_posterior", "select_and_predict",
-           "CVResult", "multiclass_brier"]
+           "arm_log_posterior", "select_and_predict", "nested_grid_search", "task_bucket",
+           "pad_tasks", "device_counts", "small_counts_for", "CVResult", "multiclass_brier"]
 
 _B = (0.52, 0.55, 0.58, 0.60)
 _KAPPA = (0.0, 1.0, 2.0, 3.0, 4.0)
@@ -42,6 +47,56 @@ GRIDS = {
 }
 GRID_COLUMNS = {"bda-shared": ("b", "kappa", "s", "tau"), "bda-per-agent": ("b", "kappa", "s", "tau"),
                 "bda-tempered": ("b", "kappa", "s", "tau"), "bda-confusion": ("lambda", "tau")}
+
+
+_BUCKET_MIN = 64           # smallest padded task axis
+
+
+def task_bucket(T: int) -> int:
+    """The padded length of a task axis of ``T`` tasks: 64 up to 64, then the next multiple of
+    2^(k - 2) for 2^k < T <= 2^(k + 1) (64, 80, 96, 112, 128, 160, 192, ...: four sizes per
+    doubling, at most 25 % padding), so datasets of nearby sizes share one compiled program.
+
+    >>> [task_bucket(t) for t in (1, 64, 65, 100, 129, 500, 1000)]
+    [64, 64, 80, 112, 160, 512, 1024]
+    """
+    T = int(T)
+    if T <= _BUCKET_MIN:
+        return _BUCKET_MIN
+    step = 1 << max((T - 1).bit_length() - 3, 0)      # 2^(k - 2): four steps per doubling
+    return -(-T // step) * step
+
+
+def pad_tasks(counts: Counts, size: int) -> Counts:
+    """``counts`` with the task axis padded to ``size`` by empty tasks (host arrays, no names).
+
+    A padding task has no move (N, e, c, e0 zero; conf0 NaN), one candidate (K 1, mask on slot
+    0 only: every kernel gives it a finite posterior), no gold (-1, not gold_missing: weight 0 in
+    every fit) and cluster -1. Tasks ``:T`` are ``counts``' own, unchanged.
+    """
+    T = counts.N.shape[0]
+    if size < T:
+        raise DataError(f"cannot pad {T} tasks to {size}", field="size")
+    fill = {"N": 0, "e": 0, "c": 0, "e0": 0, "conf0": np.nan, "mask": False, "K": 1, "gold": -1,
+            "gold_missing": False, "cluster": -1}
+    out = {}
+    for name, value in fill.items():
+        x = np.asarray(getattr(counts, name))
+        if size > T:
+            pad = np.full((size - T,) + x.shape[1:], value, x.dtype)
+            if name == "mask":
+                pad[:, 0] = True
+            x = np.concatenate([x, pad])
+        out[name] = x
+    return Counts(**out)
+
+
+def _pad_axis(x, size: int, axis: int, value=0):
+    """Host array ``x`` padded with ``value`` to ``size`` along ``axis``."""
+    x = np.asarray(x)
+    width = [(0, 0)] * x.ndim
+    width[axis] = (0, size - x.shape[axis])
+    return np.pad(x, width, constant_values=value)
 
 
 def make_folds(counts: Counts, n_folds: int = 5, seed: int = 0) -> np.ndarray:
@@ -77,7 +132,7 @@ def training_weights(counts: Counts, weights) -> np.ndarray:
         w = np.asarray(weights, np.float32)
         if w.shape != (T,) or not np.isfinite(w).all() or (w < 0).any():
             raise DataError(f"weights must be [T] = [{T}] finite and >= 0", field="weights")
-    w = w * np.asarray(labeled_weights(counts), np.float32)
+    w = w * ((np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing))   # labeled_weights
     if not (w > 0).any():
         raise DataError("no labeled training task (weight > 0 and a gold answer)",
                         field="weights")
@@ -119,11 +174,14 @@ def multiclass_brier(log_post, gold, mask) -> jax.Array:
 
 
 def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Counts | None = None,
-                      class_prior: bool = False, table_size: int | None = None):
+                      class_prior: bool = False, table_size: int | None = None,
+                      small_counts: bool = False):
     """Log-posterior [T, K] of a BDA arm at hyperparameters ``theta`` fitted on ``weights``.
 
     ``fit_counts`` (default ``counts``) are the counts reliabilities are estimated from (e.g. a
     propose-only tally); ``class_prior`` uses training gold frequencies as pi0 (else uniform).
+    ``small_counts``: every N of ``counts`` is below ``table_size`` (known on the host; see
+    :func:`small_counts_for`), so traced counts compile the table path alone.
     """
     fit_counts = counts if fit_counts is None else fit_counts
     log_prior = class_log_prior(fit_counts, weights) if class_prior else None
@@ -134,7 +192,14 @@ def arm_log_posterior(arm: str, theta, weights, counts: Counts, fit_counts: Coun
     b, kappa, s, tau = theta[0], theta[1], theta[2], theta[3]
     prior = prior_from_reliability(reliability(fit_counts, weights), b, kappa, s)
     return onecoin_log_posterior(counts, prior.alpha, prior.beta, tau, log_prior,
-                                 table_size=table_size)
+                                 table_size=table_size,
+                                 counts_below=table_size if small_counts else None)
+
+
+def small_counts_for(counts: Counts, table_size: int) -> bool:
+    """Whether every N of ``counts`` is below ``table_size`` (read once per collection)."""
+    top = counts.max_count
+    return top is not None and top < table_size
 
 
 class CVResult(NamedTuple):
@@ -150,13 +215,25 @@ class CVResult(NamedTuple):
     inner_brier: jax.Array
 
 
-@partial(jax.jit, static_argnames=("arm", "class_prior", "table_size"))
+@partial(jax.jit, static_argnames=("arm", "class_prior", "table_size", "refit", "small_counts"))
 def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
-            table_size=DEFAULT_TABLE_SIZE):
+            table_size=DEFAULT_TABLE_SIZE, refit=True, small_counts=False):
+    """The nested grid search of :func:`select_and_predict` as one compiled call.
+
+    ``grid`` [G, P]; per outer fold f (F of them) ``outer_train`` [F, T] training weights and
+    ``inner_train``, ``inner_val`` [F, F_in, T] inner-fold weights; ``counts`` (and
+    ``fit_counts``, the reliability basis) with T tasks. Returns ``(log_post, selected,
+    scores)``: [F, T, K] posteriors refitted on each outer training part at its selected row
+    (``None`` with ``refit=False``: the selection alone), [F, P] selected rows, [F, G] mean
+    inner-fold Brier. Weights are the only task selection, so padding tasks of weight zero
+    change nothing (:func:`pad_tasks`). ``small_counts`` (static; :func:`small_counts_for`):
+    every N is below ``table_size``, so only the kernels' table path is compiled.
+    """
     labeled = labeled_weights(counts)
 
     def fold_score(theta, w_train, w_val):                       # one config, one inner fold
-        lp = arm_log_posterior(arm, theta, w_train, counts, fit_counts, class_prior, table_size)
+        lp = arm_log_posterior(arm, theta, w_train, counts, fit_counts, class_prior, table_size,
+                               small_counts)
         brier = multiclass_brier(lp, counts.gold, counts.mask)
         return jnp.sum(brier * w_val), jnp.sum(w_val)
 
@@ -172,7 +249,8 @@ def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, f
         taus = jnp.repeat(grid[:, 3], F_in)
         lps = onecoin_grid_log_posterior(counts.N, counts.e, counts.c, counts.mask, counts.K,
                             prior.alpha.reshape(G * F_in, I), prior.beta.reshape(G * F_in, I),
-                            taus, jnp.zeros((1, counts.e.shape[2]), grid.dtype), table_size)
+                            taus, jnp.zeros((1, counts.e.shape[2]), grid.dtype), table_size,
+                            small_counts)
         brier = jax.vmap(lambda lp: multiclass_brier(lp, counts.gold, counts.mask))(lps)
         val = w_in_val * labeled                                                       # [F_in, T]
         total = jnp.einsum("gft,ft->gf", brier.reshape(G, F_in, -1), val)
@@ -183,13 +261,15 @@ def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, f
         total, n = grid_scores(w_in_train, w_in_val)                     # [G, F_in]
         score = total.sum(1) / jnp.maximum(n.sum(1), 1.0)                   # [G]
         best = jnp.argmin(score)                                           # first of ties
+        if not refit:
+            return grid[best], score
         lp = arm_log_posterior(arm, grid[best], w_outer * labeled, counts, fit_counts, class_prior,
-                               table_size)
+                               table_size, small_counts)
         return lp, grid[best], score
 
     # outer folds one after another (lax.map): the grid x inner-fold batch is the wide axis
-    lps, selected, scores = jax.lax.map(outer_fold, (outer_train, inner_train, inner_val))
-    return lps, selected, scores
+    out = jax.lax.map(outer_fold, (outer_train, inner_train, inner_val))
+    return out if refit else (None, *out)
 
 
 def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None,
@@ -221,22 +301,29 @@ def select_and_predict(counts: Counts, arm: str, outer, inner=None, *, grid=None
     inner = (inner_folds(counts, outer, n_inner, seed, train_weights) if inner is None
              else np.asarray(inner))
     n_in = int(inner.max()) + 1
-    grid = jnp.asarray(GRIDS[arm] if grid is None else grid, jnp.float32)
-    outer_train = jnp.asarray(outer[None, :] != np.arange(F)[:, None] if train_weights is None
-                              else train_weights, jnp.float32)                          # [F, T]
-    inner_train = jnp.asarray((inner[:, None, :] >= 0)
-                              & (inner[:, None, :] != np.arange(n_in)[None, :, None]), jnp.float32)
-    inner_val = jnp.asarray(inner[:, None, :] == np.arange(n_in)[None, :, None], jnp.float32)
+    T = outer.size
+    size = task_bucket(T)                # padded task axis: one compiled call per bucket
+    grid = np.asarray(GRIDS[arm] if grid is None else grid, np.float32)
+    outer_train = (outer[None, :] != np.arange(F)[:, None] if train_weights is None
+                   else train_weights).astype(np.float32)                                # [F, T]
+    inner_train = ((inner[:, None, :] >= 0)
+                   & (inner[:, None, :] != np.arange(n_in)[None, :, None])).astype(np.float32)
+    inner_val = (inner[:, None, :] == np.arange(n_in)[None, :, None]).astype(np.float32)
     fit_counts = counts if fit_counts is None else fit_counts
-    lps, selected, scores = nested_grid_search(arm, grid, outer_train, inner_train, inner_val,
-                                    device_counts(counts), device_counts(fit_counts), class_prior,
-                                    table_size_for(counts))
-    test = jnp.asarray(outer[None, :] == np.arange(F)[:, None])[..., None]             # [F, T, 1]
-    log_proba = jnp.sum(jnp.where(test, lps, 0.0), axis=0)
-    log_proba = jnp.where(counts.mask, log_proba, -jnp.inf)
-    return CVResult(log_proba, selected, scores)
+    lps, selected, scores = nested_grid_search(
+        arm, grid, _pad_axis(outer_train, size, 1), _pad_axis(inner_train, size, 2),
+        _pad_axis(inner_val, size, 2), pad_tasks(counts, size), pad_tasks(fit_counts, size),
+        class_prior, table_size_for(counts),
+        small_counts=small_counts_for(counts, table_size_for(counts)))
+    # each task from the fit without its outer fold (one term per task: an exact sum), on the host
+    lps = np.asarray(lps)[:, :T]
+    test = (outer[None, :] == np.arange(F)[:, None])[..., None]                         # [F, T, 1]
+    log_proba = np.sum(np.where(test, lps, np.float32(0.0)), axis=0)
+    log_proba = np.where(np.asarray(counts.mask), log_proba, np.float32(-np.inf))
+    return CVResult(jax.device_put(log_proba), selected, scores)
 
 
 def device_counts(counts: Counts) -> Counts:
-    """The same counts as device arrays without names (a clean jit argument)."""
-    return jax.tree.map(jnp.asarray, counts)
+    """The same counts as device arrays without names (a clean jit argument). ``device_put``,
+    not ``jnp.asarray``: the latter compiles a copy program per array shape."""
+    return jax.tree.map(jax.device_put, counts)

@@ -19,43 +19,16 @@ import gc
 import os
 import warnings
 from collections import Counter
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from .counts import Counts, PairCounts, finish_tally, TallyState, tally_options, tally_part
 from .errors import DataError, TraceError
-from .io import read_json_lines
+from .fastparse import stream_blocks
 from .normalize import Normalizer, default_normalizer
-from .traces import checked_traces, resolve_trace
 
 __all__ = ["tally_stream", "DEFAULT_CHUNK_TASKS"]
 
 DEFAULT_CHUNK_TASKS = 2048
-_NORMALIZER_CACHE = 1 << 16
-
-
-def _memoized(normalizer: Normalizer) -> Normalizer:
-    """``normalizer`` with a bounded cache: answers repeat across tasks ("A", "True", ...), so
-    most calls become one dict lookup. A normalizer is a pure function of its string
-    (docs/trace-format.md), so the answers are unchanged."""
-    cache: dict[str, str] = {}
-
-    def normalize(answer: str) -> str:
-        try:
-            return cache[answer]
-        except KeyError:
-            if len(cache) >= _NORMALIZER_CACHE:
-                cache.clear()
-            key = cache[answer] = normalizer(answer)
-            return key
-
-    return normalize
-
-
-def _shard_json_lines(path: str, index: int, count: int) -> Iterator[tuple[int, object]]:
-    """:func:`read_json_lines` restricted to the lines whose number is ``index`` mod ``count``.
-    Other lines are skipped undecoded (a process reads only its shard's JSON). Same errors."""
-    return read_json_lines(path, TraceError, "trace file",
-                           keep_line=lambda lineno: lineno % count == index)
 
 
 def _check_shard(shard):
@@ -105,10 +78,12 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     Returns: :class:`Counts` (``layout="dense"``) or :class:`PairCounts` (``"pairs"``), int32
     counts.
 
-    Speed: per move the work is ``json.loads``, :func:`bda_jax.parse_trace` and the protocol
-    automaton, as in :func:`bda_jax.read_traces`. During the call Python's cyclic garbage
-    collector is paused (restored afterwards, also on error) and ``normalizer`` is memoized
-    (bounded cache; a normalizer must be a pure function of its string).
+    Speed (docs/scale.md): the fast reader of :func:`bda_jax.read_traces` (compiled JSON
+    decoding into typed records, the automaton over each chunk's moves as arrays, any other
+    line through :func:`bda_jax.parse_trace` and :func:`bda_jax.resolve_trace`, in file
+    order). During the call Python's cyclic garbage collector is paused (restored afterwards,
+    also on error) and ``normalizer`` is memoized (bounded cache; a normalizer must be a pure
+    function of its string).
 
     >>> import os, tempfile, bda_jax as bda
     >>> path = os.path.join(tempfile.mkdtemp(), "t.jsonl")
@@ -129,18 +104,17 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
                         field="chunk_tasks")
     shard = _check_shard(shard)
     path = os.fspath(path)
-    normalizer = _memoized(normalizer)
     state = TallyState(agents, options, file=path)
-    lines = (read_json_lines(path, TraceError, "trace file") if shard is None
-             else _shard_json_lines(path, *shard))
-    # The loop allocates millions of short-lived, acyclic objects (decoded JSON, Move objects):
-    # the cyclic collector would rescan the growing per-task state over and over (~20% of the
-    # time). It is paused for the call and restored, whatever happens.
+    keep_line = None if shard is None else (lambda lineno: lineno % shard[1] == shard[0])
+    # The loop allocates millions of short-lived, acyclic objects (decoded records, column
+    # lists): the cyclic collector would rescan the growing per-task state over and over. It is
+    # paused for the call and restored, whatever happens.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    skipped: Counter = Counter()
     try:
-        parts, skipped = _read_parts(path, lines, state, chunk_tasks, normalizer, lenient,
-                                     abstain_candidate)
+        parts = [tally_part(block, state) for block in stream_blocks(
+            path, chunk_tasks, normalizer, lenient, abstain_candidate, keep_line, skipped)]
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -153,27 +127,3 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
         warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
                       stacklevel=2)
     return finish_tally(parts, state)
-
-
-def _read_parts(path, lines, state, chunk_tasks, normalizer, lenient, abstain_candidate):
-    """Check each decoded line exactly as :func:`read_traces` does and pack the tasks chunk by
-    chunk (:func:`~bda_jax._core.counts.tally_part`). Returns the parts and the lenient-mode
-    skip counts by reason."""
-    parts: list[dict] = []
-    resolved, sources = [], []
-    skipped: Counter = Counter()
-    for trace, res in checked_traces(path, lines, normalizer, lenient):   # read_traces' checks
-        if lenient:
-            skipped.update(s.code for s in trace.skipped)
-        # ---- what tally resolves (a second automaton run only for abstain_candidate)
-        if abstain_candidate is not None:
-            res = resolve_trace(trace, normalizer=normalizer, lenient=lenient,
-                                abstain_candidate=abstain_candidate)
-        resolved.append(res)
-        sources.append(trace.source)
-        if len(resolved) == chunk_tasks:
-            parts.append(tally_part(resolved, sources, state))
-            resolved, sources = [], []
-    if resolved:
-        parts.append(tally_part(resolved, sources, state))
-    return parts, skipped

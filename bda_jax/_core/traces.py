@@ -54,6 +54,9 @@ __all__ = [
     "parse_trace", "resolve_trace", "skipped_summary",
 ]
 
+#: Move fields in :class:`Move` order (``extra`` aside).
+MOVE_FIELDS = ("id", "agent", "round", "force", "answer", "target", "confidence")
+
 FORCES = ("propose", "vote", "concede", "challenge", "retract", "abstain")
 _MOVE_KEYS = ("id", "agent", "round", "force", "answer", "target", "confidence")
 _TASK_KEYS = ("task_id", "candidates", "gold", "cluster", "moves")
@@ -116,6 +119,16 @@ class Trace:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     source: tuple[str | None, int | None] = field(default=(None, None), compare=False, repr=False)
 
+    def __getattr__(self, name):
+        # A trace read by the fast reader (docs/scale.md) builds its Move objects on first
+        # access: ``_lazy_moves`` is (source, index) with ``source.moves_of(index)``.
+        if name == "moves":
+            lazy = self.__dict__.get("_lazy_moves")
+            if lazy is not None:
+                moves = self.__dict__["moves"] = lazy[0].moves_of(lazy[1])
+                return moves
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def to_json(self) -> dict:
         out: dict[str, Any] = {"task_id": self.task_id}
         if self.candidates is not None:
@@ -162,7 +175,7 @@ class _Inadmissible(Exception):
 
 
 # ----------------------------------------------------------------------------------- parsing
-_MAX_ROUND = 2**31 - 1
+MAX_ROUND = 2**31 - 1   # the largest round a move may state
 
 
 def _short(value, limit: int = 60) -> str:
@@ -214,9 +227,9 @@ def _parse_move(raw, position: int) -> Move:
         if "round" not in raw:
             raise _Inadmissible("bad_round", "move has no 'round'", "round")
         rnd = raw["round"]
-        if not _is_int(rnd) or not 0 <= rnd <= _MAX_ROUND:
+        if not _is_int(rnd) or not 0 <= rnd <= MAX_ROUND:
             raise _Inadmissible("bad_round", "round must be a non-negative integer (at most "
-                                f"{_MAX_ROUND}), got {_short(rnd)}", "round")
+                                f"{MAX_ROUND}), got {_short(rnd)}", "round")
         answer = raw.get("answer")
         if answer is not None and not isinstance(answer, str):
             raise _Inadmissible("bad_type", f"answer must be a string, got "
@@ -330,6 +343,38 @@ def parse_trace(raw, *, lenient: bool = False, file=None, line=None) -> Trace:
     extra = {k: v for k, v in raw.items() if k not in _TASK_KEYS}
     trace = Trace(task_id, tuple(moves), cands, gold, cluster, tuple(skipped), extra, (file, line))
     return mark_field_checked(trace)
+
+
+def moves_from_columns(ids, agents, rounds, forces, answers, targets, confidences
+                       ) -> tuple[Move, ...]:
+    """:class:`Move` objects from parallel columns of checked values (``extra`` empty), as
+    ``tuple(map(Move, ids, agents, ...))`` builds them but without the frozen ``__init__``'s
+    per-field ``object.__setattr__`` (the fast reader's lazy moves)."""
+    new = object.__new__
+    out = []
+    for values in zip(ids, agents, rounds, forces, answers, targets, confidences):
+        move = new(Move)
+        d = move.__dict__
+        d.update(zip(MOVE_FIELDS, values))
+        d["extra"] = {}
+        out.append(move)
+    return tuple(out)
+
+
+_LAZY_TRACE = {"skipped": (), "_parsed": True}
+
+
+def lazy_trace(task_id: str, candidates, gold, cluster, source, fast) -> Trace:
+    """A field-checked :class:`Trace` whose ``moves`` are built on first access by
+    ``fast[0].moves_of(fast[1])`` (the fast reader's traces; ``skipped`` and ``extra`` empty).
+    ``fast`` is also kept as ``_fast`` for :func:`bda_jax.tally`: ``fast[0].resolution(...)``
+    gives resolved columns that stand for :func:`resolve_trace`'s result (docs/scale.md)."""
+    trace = object.__new__(Trace)
+    d = trace.__dict__
+    d.update(_LAZY_TRACE)
+    d["task_id"], d["candidates"], d["gold"], d["cluster"] = task_id, candidates, gold, cluster
+    d["extra"], d["source"], d["_lazy_moves"], d["_fast"] = {}, source, fast, fast
+    return trace
 
 
 def mark_field_checked(trace: Trace) -> Trace:
@@ -563,18 +608,23 @@ def checked_traces(path, lines, normalizer: Normalizer = default_normalizer,
     automaton; yields ``(trace, resolved)`` with lenient skips recorded on the trace."""
     first_line: dict[str, int] = {}
     for lineno, raw in lines:
-        trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
-        if trace.task_id in first_line:
-            raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
-                             file=path, line=lineno, task_id=trace.task_id, field="task_id")
-        first_line[trace.task_id] = lineno
-        resolved = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
-        if len(resolved.skipped) != len(trace.skipped):
-            trace = dataclasses.replace(trace, moves=resolved.admissible,
-                                        skipped=resolved.skipped)
-            mark_field_checked(trace).__dict__["_resolved_cache"] = {
-                (normalizer, lenient): resolved}
-        yield trace, resolved
+        yield check_trace(path, lineno, raw, first_line, normalizer, lenient)
+
+
+def check_trace(path, lineno: int, raw, first_line: dict, normalizer: Normalizer = default_normalizer,
+                lenient: bool = False) -> tuple["Trace", "ResolvedTrace"]:
+    """One step of :func:`checked_traces`: parse the decoded line ``raw``, refuse a task id
+    already in ``first_line`` (task id -> line, updated), run the protocol automaton."""
+    trace = parse_trace(raw, lenient=lenient, file=path, line=lineno)
+    if trace.task_id in first_line:
+        raise TraceError(f"duplicate task_id (first on line {first_line[trace.task_id]})",
+                         file=path, line=lineno, task_id=trace.task_id, field="task_id")
+    first_line[trace.task_id] = lineno
+    resolved = resolve_trace(trace, normalizer=normalizer, lenient=lenient)
+    if len(resolved.skipped) != len(trace.skipped):
+        trace = dataclasses.replace(trace, moves=resolved.admissible, skipped=resolved.skipped)
+        mark_field_checked(trace).__dict__["_resolved_cache"] = {(normalizer, lenient): resolved}
+    return trace, resolved
 
 
 def read_traces(path, *, lenient: bool = False,
@@ -591,10 +641,32 @@ def read_traces(path, *, lenient: bool = False,
     Identities: agent ids are NFKC-normalized and stripped (two spellings, one agent), an empty
     answer is no answer, and answers are compared after ``normalizer`` (:func:`parse_trace`,
     :func:`resolve_trace`; docs/trace-format.md).
+
+    Speed (docs/scale.md): lines are decoded by a compiled JSON decoder into typed records and
+    the automaton runs over a chunk's moves as arrays; a task that does not pass every fast
+    check (a move the automaton would refuse or skip, an unknown key, an integer id, a repeated
+    key, ...) is read by :func:`parse_trace` and :func:`resolve_trace` as it stands, so results,
+    errors and lenient skips are those of the line-by-line reader. The ``moves`` of a trace are
+    built on first access; :func:`bda_jax.tally` reads the resolved columns directly. The
+    cyclic garbage collector is paused during the read (restored afterwards).
     """
+    path = os.fspath(path)
+    from .fastparse import read_checked_traces   # the fast reader builds on this module
+    traces = read_checked_traces(path, normalizer, lenient)
+    return _finish_read(path, traces, lenient)
+
+
+def _read_traces_reference(path, *, lenient: bool = False,
+                           normalizer: Normalizer = default_normalizer) -> list[Trace]:
+    """:func:`read_traces` line by line (``json`` with a repeated-key hook, :func:`parse_trace`,
+    :func:`resolve_trace` per task): the reference the fast reader is tested against."""
     path = os.fspath(path)
     traces = [trace for trace, _ in checked_traces(
         path, read_json_lines(path, TraceError, "trace file"), normalizer, lenient)]
+    return _finish_read(path, traces, lenient, stacklevel=3)
+
+
+def _finish_read(path, traces: list, lenient: bool, stacklevel: int = 3) -> list[Trace]:
     if not traces:
         raise TraceError("the file holds no task", file=path)
     if lenient:
@@ -603,7 +675,7 @@ def read_traces(path, *, lenient: bool = False,
             total = sum(summary.values())
             detail = ", ".join(f"{code}: {n}" for code, n in sorted(summary.items()))
             warnings.warn(f"{path}: lenient mode skipped {total} inadmissible move(s) ({detail})",
-                          stacklevel=2)
+                          stacklevel=stacklevel)
     return traces
 
 

@@ -6,6 +6,7 @@ agent list seen at fit time, so train and test agree).
 """
 from __future__ import annotations
 
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,8 @@ from .._core.errors import DataError
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
 from .._core.kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for
 from ._base import Aggregator
-from .._core.selection import GRID_COLUMNS, GRIDS, device_counts, nested_grid_search, training_folds, training_weights
+from .._core.selection import (GRID_COLUMNS, GRIDS, nested_grid_search, pad_tasks, small_counts_for,
+                               task_bucket, training_folds, training_weights)
 
 __all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion"]
 
@@ -84,26 +86,31 @@ class BDA(Aggregator):
         # folds over the training tasks only: labels outside them must not move fold boundaries
         folds = training_folds(counts, w, self.n_folds, self.seed)
         n = int(folds.max()) + 1
-        inner_train = ((folds[None, :] != np.arange(n)[:, None]) & (folds >= 0)) * w
-        inner_val = (folds[None, :] == np.arange(n)[:, None]) * w
+        # the task axis padded to its bucket by empty tasks of weight 0 (one compiled search
+        # per bucket of T, not per T; docs/cli.md "Compilation cache"): same scores and fits
+        size = task_bucket(w.size)
+        wp = np.pad(w, (0, size - w.size))
+        fp = np.pad(folds, (0, size - w.size), constant_values=-1)
+        inner_train = (((fp[None, :] != np.arange(n)[:, None]) & (fp >= 0)) * wp).astype(np.float32)
+        inner_val = ((fp[None, :] == np.arange(n)[:, None]) * wp).astype(np.float32)
         grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
-        _, _, scores = nested_grid_search(self.arm, jnp.asarray(grid, jnp.float32), jnp.asarray(w)[None],
-                               jnp.asarray(inner_train)[None], jnp.asarray(inner_val)[None],
-                               device_counts(counts), device_counts(fit_counts), self.class_prior,
-                               table_size_for(counts))
-        theta = grid[int(np.argmin(np.asarray(scores[0])))]
+        padded, fit_padded = pad_tasks(counts, size), pad_tasks(fit_counts, size)
+        _, _, scores = nested_grid_search(self.arm, grid.astype(np.float32), wp[None],
+                                          inner_train[None], inner_val[None], padded, fit_padded,
+                                          self.class_prior, table_size_for(counts), refit=False,
+                                          small_counts=small_counts_for(counts,
+                                                                        table_size_for(counts)))
+        self.cv_brier_ = np.asarray(scores)[0]                 # on the host: no device op
+        theta = grid[int(np.argmin(self.cv_brier_))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))
-        self.cv_brier_ = np.asarray(scores[0])
-        wj = jnp.asarray(w)
-        self.log_prior_ = (np.asarray(class_log_prior(fit_counts, wj)) if self.class_prior
-                           else None)
+        fitted = _refit(self.arm, self.class_prior, fit_padded, wp, theta.astype(np.float32))
+        self.log_prior_ = np.asarray(fitted["log_prior"]) if self.class_prior else None
         if self.arm == "bda-confusion":
-            self.confusion_ = np.asarray(fit_confusion(fit_counts, theta[0], wj))
+            self.confusion_ = np.asarray(fitted["confusion"])
             self.label_space_ = "semantic" if counts.vocab is not None else "positional"
         else:
-            self.reliability_ = np.asarray(reliability(fit_counts, wj))
-            prior = prior_from_reliability(self.reliability_, *theta[:3])
-            self.alpha_, self.beta_ = np.asarray(prior.alpha), np.asarray(prior.beta)
+            self.reliability_ = np.asarray(fitted["reliability"])
+            self.alpha_, self.beta_ = np.asarray(fitted["alpha"]), np.asarray(fitted["beta"])
         return self
 
     def _log_proba(self, counts):
@@ -117,6 +124,22 @@ class BDA(Aggregator):
                                            self.log_prior_)
         return onecoin_log_posterior(counts, self.alpha_, self.beta_, self.params_["tau"],
                                      self.log_prior_)
+
+
+@partial(jax.jit, static_argnames=("arm", "class_prior"))
+def _refit(arm, class_prior, fit_counts, w, theta) -> dict:
+    """The fit at the selected grid row ``theta`` on training weights ``w`` [T], one compiled
+    call (padded counts: one per bucket): ``log_prior`` [K] (with ``class_prior``), and the
+    Dirichlet ``confusion`` rows [I, K, K] (confusion arm) or ``reliability``, ``alpha`` and
+    ``beta`` [I] (Eq. 3; one-coin arms)."""
+    out = {"log_prior": class_log_prior(fit_counts, w)} if class_prior else {}
+    if arm == "bda-confusion":
+        out["confusion"] = fit_confusion(fit_counts, theta[0], w)
+    else:
+        r = reliability(fit_counts, w)
+        prior = prior_from_reliability(r, theta[0], theta[1], theta[2])
+        out.update(reliability=r, alpha=prior.alpha, beta=prior.beta)
+    return out
 
 
 def _arm_class(name, arm, doc):

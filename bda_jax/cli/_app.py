@@ -9,7 +9,9 @@ Exit codes: 0 success; 2 a user or input error (a :class:`~bda_jax.BdaError` —
 data, model files, options — or a file that cannot be opened or written; also a command-line
 usage error), printed as one line ``error: FILE:LINE: FIELD: message``; 1 an internal error (a
 bug: please report it with the output of ``bda --debug ...``); 130 interrupted. The global
-``--debug`` option prints the full traceback of any error.
+``--debug`` option prints the full traceback of any error. Every command uses JAX's persistent
+compilation cache (:func:`bda_jax.enable_compilation_cache`; the global ``--no-compile-cache`` or
+``BDA_JAX_COMPILATION_CACHE=0`` turns it off; docs/cli.md "Compilation cache").
 
 Guarantees every command keeps (tests/cli/test_cli_hardening.py): an output (``--out``,
 ``--cache``, ``--reply-cache``, ``--card``, ``--markdown``, an output folder, and the files a
@@ -442,9 +444,18 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Print the full traceback of any error."),
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                  help="Print the version and exit."),
+    no_compile_cache: bool = typer.Option(
+        False, "--no-compile-cache",
+        help="Do not use JAX's persistent compilation cache (default: on, in "
+             "$BDA_JAX_CACHE_DIR or ~/.cache/bda_jax/jax; BDA_JAX_COMPILATION_CACHE=0 also "
+             "turns it off)."),
 ) -> None:
     """bda_jax command line. Exit codes: 0 ok, 2 user/input error, 1 internal error."""
     _STATE["debug"] = debug
+    if not no_compile_cache:
+        from .. import enable_compilation_cache
+        with _package_warnings_as_lines():       # an unusable folder: one warning line, go on
+            enable_compilation_cache()
 
 
 def main() -> None:  # console-script entry point

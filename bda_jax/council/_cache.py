@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from .._core.errors import ArtifactError, BdaError, DataError
 from .._core.io import canonical_json
@@ -71,13 +71,28 @@ class ChatRequest:
             out["draw"] = self.draw
         return out
 
+    def canonical(self) -> str:
+        """The canonical JSON of :meth:`to_dict` (what :meth:`key` hashes and the cache stores).
+        Computed once per request object: a request is immutable, so its message dicts must not
+        be changed once it is made."""
+        memo = self.__dict__.get("_canonical")
+        if memo is None:
+            try:
+                memo = canonical_json(self.to_dict())
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"chat request is not JSON-serializable: {exc}",
+                                field="messages") from exc
+            self.__dict__["_canonical"] = memo      # not a field: equality and repr unchanged
+        return memo
+
     def key(self) -> str:
-        """SHA-256 hex digest (64 characters) of the canonical JSON of every field."""
-        try:
-            text = canonical_json(self.to_dict())
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"chat request is not JSON-serializable: {exc}", field="messages") from exc
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        """SHA-256 hex digest (64 characters) of the canonical JSON of every field (computed once
+        per request object, like :meth:`canonical`)."""
+        memo = self.__dict__.get("_key")
+        if memo is None:
+            memo = self.__dict__["_key"] = hashlib.sha256(
+                self.canonical().encode("utf-8")).hexdigest()
+        return memo
 
 
 @dataclass(frozen=True)
@@ -95,10 +110,12 @@ class ChatReply:
     model: str | None = None
 
 
+_STORED_FIELDS = tuple(f.name for f in fields(ChatReply) if f.name != "cached")
+
+
 def _reply_to_json(reply: ChatReply) -> str:
-    d = asdict(reply)
-    d.pop("cached")
-    return canonical_json(d)
+    """The stored reply: every field but ``cached``, as canonical JSON."""
+    return canonical_json({name: getattr(reply, name) for name in _STORED_FIELDS})
 
 
 def _set_wal(conn: sqlite3.Connection, wait_s: float = 30.0) -> None:
@@ -251,7 +268,7 @@ class ReplyCache:
             raise ArtifactError("the reply cache is closed", file=self.path)
         cur = self._conn.execute(
             "INSERT OR IGNORE INTO replies (key, request, reply, created) VALUES (?, ?, ?, ?)",
-            (req.key(), canonical_json(req.to_dict()), _reply_to_json(reply), time.time()))
+            (req.key(), req.canonical(), _reply_to_json(reply), time.time()))
         return cur.rowcount == 1
 
     def __len__(self) -> int:

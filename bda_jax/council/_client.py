@@ -12,10 +12,19 @@ raises :class:`UpstreamError` at once, one line naming endpoint, URL and model.
 
 ``openai`` is imported only when a request goes upstream, so replay-only runs and the rest of
 the package work without it.
+
+Speed (``benchmarks/bench_runner.py``): a request goes out through the SDK's generic
+``AsyncOpenAI.post("/chat/completions", body=..., cast_to=bytes)`` -- the same transport,
+headers, timeout and error classes as ``chat.completions.create`` (whose per-call
+type-directed transform of the messages and schema, and pydantic model of the reply, cost more
+CPU than the rest of the call), with the JSON body the create call would send and the reply
+decoded here; the bearer key is sent explicitly. A cache hit is answered synchronously
+(:meth:`CouncilClient.lookup`), so a replay never waits on the event loop.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -117,7 +126,7 @@ class CouncilClient:
         self.ledger = ledger
         self.backoff_base_s = float(backoff_base_s)
         self.backoff_cap_s = float(backoff_cap_s)
-        self._clients: dict[str, object] = {}
+        self._clients: dict[str, tuple] = {}      # name -> (AsyncOpenAI, request options)
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._limiters: dict[str, _RateLimiter] = {}
         self._in_flight: dict[str, asyncio.Future] = {}
@@ -131,7 +140,8 @@ class CouncilClient:
                             field="endpoint") from None
 
     def _client(self, name: str):
-        """The ``openai.AsyncOpenAI`` client of endpoint ``name`` (created on first use)."""
+        """``(client, options)``: the ``openai.AsyncOpenAI`` client of endpoint ``name``
+        (created on first use) and the request options of its calls (the bearer key)."""
         if name in self._clients:
             return self._clients[name]
         ep = self._endpoint(name)
@@ -147,8 +157,8 @@ class CouncilClient:
 
         client = openai.AsyncOpenAI(base_url=ep.base_url, api_key=key, timeout=float(ep.timeout_s),
                                     max_retries=0)
-        self._clients[name] = client
-        return client
+        self._clients[name] = client, {"headers": {"Authorization": f"Bearer {key}"}}
+        return self._clients[name]
 
     def _gates(self, name: str):
         ep = self._endpoint(name)
@@ -169,6 +179,15 @@ class CouncilClient:
         return rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2 ** (retry - 1)))
 
     # -- calls -------------------------------------------------------------------------------
+    def lookup(self, req: ChatRequest, *, task: str = "", seat: str = "") -> ChatReply | None:
+        """The cached reply to ``req`` (``cached=True``, recorded in the ledger), or ``None`` on
+        a miss, without the event loop: the first step of :meth:`complete`, for callers that
+        answer hits synchronously. Raises :class:`CacheMiss` on a miss in replay mode."""
+        hit = self.cache.get(req, task=task, seat=seat)
+        if hit is not None and self.ledger is not None:
+            self.ledger.record(req, hit, task=task, seat=seat)
+        return hit
+
     async def complete(self, req: ChatRequest, *, task: str = "", seat: str = "") -> ChatReply:
         """The reply to ``req``: from the cache if stored (``cached=True``; raises
         :class:`CacheMiss` on a miss in replay mode), else from the endpoint (stored in the
@@ -178,10 +197,8 @@ class CouncilClient:
         job. Raises :class:`UpstreamError` (one line) when the
         endpoint refuses the request or every attempt failed, :class:`DataError` when the
         endpoint's API key variable is not set."""
-        hit = self.cache.get(req, task=task, seat=seat)
+        hit = self.lookup(req, task=task, seat=seat)
         if hit is not None:
-            if self.ledger is not None:
-                self.ledger.record(req, hit, task=task, seat=seat)
             return hit
         key = req.key()
         pending = self._in_flight.get(key)
@@ -221,17 +238,17 @@ class CouncilClient:
         import openai
 
         ep = self._endpoint(req.endpoint)
-        client = self._client(req.endpoint)
+        client, options = self._client(req.endpoint)
         sem, limiter = self._gates(req.endpoint)
-        kwargs = {"model": req.model, "messages": [dict(m) for m in req.messages],
-                  "temperature": req.temperature, "max_tokens": req.max_tokens}
+        body = {"model": req.model, "messages": [dict(m) for m in req.messages],
+                "temperature": req.temperature, "max_tokens": req.max_tokens}
         if req.seed is not None:
-            kwargs["seed"] = req.seed
+            body["seed"] = req.seed
         if req.schema is not None:
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+            body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": str(req.schema.get("title") or "move"), "schema": req.schema,
                 "strict": True}}
-        rng = random.Random(int(req.key(), 16))
+        rng = None                       # seeded from the key on the first retry only
         attempts = max(0, int(ep.max_retries)) + 1
         last = "no attempt made"
         for attempt in range(attempts):
@@ -241,7 +258,8 @@ class CouncilClient:
                     await limiter.wait()
                 t0 = time.perf_counter()
                 try:
-                    resp = await client.chat.completions.create(**kwargs)
+                    resp = await client.post("/chat/completions", body=body, cast_to=bytes,
+                                             options=options)
                 except openai.APITimeoutError:
                     last = f"timed out after {float(ep.timeout_s):g} s"
                 except openai.APIConnectionError as exc:
@@ -259,21 +277,38 @@ class CouncilClient:
                     latency = time.perf_counter() - t0
                     return self._reply(req, resp, latency, attempt, task)
             if attempt + 1 < attempts:
-                await asyncio.sleep(self.backoff_delay(rng, attempt + 1) if wait is None else wait)
+                if wait is None:
+                    rng = random.Random(int(req.key(), 16)) if rng is None else rng
+                    wait = self.backoff_delay(rng, attempt + 1)
+                await asyncio.sleep(wait)
         raise self._fail(req, f"gave up after {attempts} attempt{'s' if attempts > 1 else ''}, "
                               f"last: {last}", task)
 
-    def _reply(self, req: ChatRequest, resp, latency: float, retries: int, task: str) -> ChatReply:
-        choices = getattr(resp, "choices", None)
-        if not choices:
+    def _reply(self, req: ChatRequest, raw: bytes, latency: float, retries: int,
+               task: str) -> ChatReply:
+        """The reply from a chat completion's JSON body (``raw``): the first choice's message
+        text (``""`` when it has none), the usage tokens (0 when absent), the model name."""
+        try:
+            resp = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise self._fail(req, "unusable reply: the body is not JSON", task) from None
+        if not isinstance(resp, dict):
+            raise self._fail(req, f"unusable reply: a JSON {type(resp).__name__}, not an object",
+                             task)
+        choices = resp.get("choices")
+        if not choices or not isinstance(choices, list):
             raise self._fail(req, "reply has no choices", task)
-        message = getattr(choices[0], "message", None)
-        text = getattr(message, "content", None) or ""
-        usage = getattr(resp, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) or 0
-        completion = getattr(usage, "completion_tokens", None) or 0
-        model = getattr(resp, "model", None)
-        return ChatReply(text=str(text), prompt_tokens=int(prompt), completion_tokens=int(completion),
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        text = (message.get("content") if isinstance(message, dict) else None) or ""
+        usage = resp.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        try:
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+        except (TypeError, ValueError):
+            raise self._fail(req, f"unusable reply: usage {_one_line(usage)}", task) from None
+        model = resp.get("model")
+        return ChatReply(text=str(text), prompt_tokens=prompt, completion_tokens=completion,
                          latency_s=float(latency), cached=False, retries=retries,
                          model=str(model) if model else None)
 
@@ -281,7 +316,7 @@ class CouncilClient:
         """Model ids the endpoint reports at ``GET /models`` (in its order)."""
         import openai
 
-        client = self._client(endpoint)
+        client, _ = self._client(endpoint)
         ep = self._endpoint(endpoint)
         try:
             page = await client.models.list()
@@ -297,5 +332,5 @@ class CouncilClient:
     async def aclose(self) -> None:
         """Close every HTTP client (idempotent)."""
         clients, self._clients = self._clients, {}
-        for c in clients.values():
+        for c, _ in clients.values():
             await c.close()

@@ -13,6 +13,11 @@ Resuming: every reply is in the cache before it is used, so a rerun of a killed 
 what it has and asks only for the rest; the final traces are written atomically at the end in
 question order, and each finished task is also appended to ``<out>.partial`` as it ends (whole
 lines only), so a killed run shows its progress.
+
+Speed (``benchmarks/bench_runner.py``): enough tasks run at once to fill every endpoint's
+``max_concurrency`` (at least :data:`TASK_CONCURRENCY`); a seat whose reply is cached is answered
+without the event loop (:meth:`CouncilClient.lookup`), so a replay never waits on it; each
+distinct set of legal moves has one schema object; each trace is serialized once.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from typing import Callable, Sequence
 
 from .._core.errors import DataError, TraceError
 from .._core.io import atomic_write
-from .._core.traces import Trace, trace_line, write_traces
+from .._core.traces import Trace, trace_line
 from .._core.version import __version__
 from ._cache import ReplyCache
 from ._client import ChatRequest, CouncilClient, UpstreamError
@@ -44,7 +49,8 @@ __all__ = ["MANIFEST_KIND", "RunSummary", "local_config", "on_model", "pointed_a
 
 MANIFEST_KIND = "bda_jax.council_manifest"
 MANIFEST_SCHEMA_VERSION = 1
-#: tasks deliberated at once (each endpoint also bounds its own concurrent requests)
+#: the fewest tasks deliberated at once (more where the endpoints' ``max_concurrency`` allows;
+#: each endpoint also bounds its own requests in flight)
 TASK_CONCURRENCY = 8
 
 
@@ -77,35 +83,77 @@ class _Tally:
     unanswered: list = field(default_factory=list)
 
 
-async def _ask(client: CouncilClient, config: CouncilConfig, seat: Seat, state: TaskState,
-               task: str, tally: _Tally):
-    """One seat's move in the current round: the reply parsed against the legal moves, with
-    bounded re-asks. Returns ``(MoveReply or None, reason of the last failure, extras)``."""
-    legal = legal_moves(state, seat.name)
-    messages = move_messages(state, seat.name, legal, role=seat.role)
-    schema = move_schema(legal)
-    reason = ""
-    for attempt in range(config.max_reasks + 1):
-        req = ChatRequest(endpoint=seat.endpoint, model=seat.model, messages=tuple(messages),
-                          temperature=seat.temperature,
-                          seed=None if seat.seed is None else seat.seed + state.sample,
-                          schema=schema, sample=state.sample, max_tokens=seat.max_tokens)
-        reply = await client.complete(req, task=task, seat=seat.name)
-        extras = {"model": reply.model or seat.model, "latency_s": round(reply.latency_s, 4),
+class _Asker:
+    """One seat's move in the current round, as a small state machine: :meth:`request` is the
+    chat request of the current attempt, :meth:`take` judges its reply against the legal moves
+    (a usable one ends the ask; an unusable one queues a re-ask with the reason sent back, at
+    most ``config.max_reasks`` times). ``result`` is ``(MoveReply or None, reason of the last
+    failure, extras)`` once ``done``."""
+
+    __slots__ = ("seat", "legal", "messages", "schema", "attempt", "reason", "result", "_base")
+
+    def __init__(self, config: CouncilConfig, seat: Seat, state: TaskState, schemas: dict):
+        self.seat = seat
+        self.legal = legal = legal_moves(state, seat.name)
+        self.messages = move_messages(state, seat.name, legal, role=seat.role)
+        schema = schemas.get(legal)            # one schema object per distinct set of legal moves
+        if schema is None:
+            schema = schemas[legal] = move_schema(legal)
+        self.schema = schema
+        self.attempt = 0
+        self.reason = ""
+        self.result = None
+        self._base = (config.max_reasks,
+                      None if seat.seed is None else seat.seed + state.sample, state.sample)
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def request(self) -> ChatRequest:
+        seat = self.seat
+        _, seed, sample = self._base
+        return ChatRequest(endpoint=seat.endpoint, model=seat.model,
+                           messages=tuple(self.messages), temperature=seat.temperature,
+                           seed=seed, schema=self.schema, sample=sample,
+                           max_tokens=seat.max_tokens)
+
+    def take(self, reply, tally: _Tally) -> None:
+        extras = {"model": reply.model or self.seat.model, "latency_s": round(reply.latency_s, 4),
                   "cache_hit": reply.cached}
         try:
-            return parse_reply(reply.text, legal), "", extras
+            self.result = parse_reply(reply.text, self.legal), "", extras
+            return
         except ReplyError as err:
-            reason = err.reason
-            if attempt < config.max_reasks:
-                tally.reasks += 1
-                messages = [*messages, {"role": "assistant", "content": reply.text},
-                            reask_message(reason)]
-    return None, reason, extras
+            self.reason = err.reason
+        if self.attempt < self._base[0]:
+            self.attempt += 1
+            tally.reasks += 1
+            self.messages = [*self.messages, {"role": "assistant", "content": reply.text},
+                             reask_message(self.reason)]
+        else:
+            self.result = None, self.reason, extras
+
+
+def _answer_cached(client: CouncilClient, asker: _Asker, task: str, tally: _Tally) -> bool:
+    """Take cached replies for ``asker`` until it is done (``True``) or a request misses."""
+    while not asker.done:
+        reply = client.lookup(asker.request(), task=task, seat=asker.seat.name)
+        if reply is None:
+            return False
+        asker.take(reply, tally)
+    return True
+
+
+async def _answer(client: CouncilClient, asker: _Asker, task: str, tally: _Tally) -> None:
+    """Finish ``asker`` through the client (upstream for a miss, cached replies otherwise)."""
+    while not asker.done:
+        asker.take(await client.complete(asker.request(), task=task, seat=asker.seat.name),
+                   tally)
 
 
 async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Question,
-                      sample: int, tally: _Tally) -> Trace | None:
+                      sample: int, tally: _Tally, schemas: dict) -> Trace | None:
     seats = config.seats
     state = new_task_state(question, [s.name for s in seats], seed=config.seed, sample=sample,
                            extra_forces=config.extra_forces)
@@ -113,15 +161,20 @@ async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Qu
     for r in range(config.rounds):
         if r:
             next_round(state)
-        answers = await asyncio.gather(*(_ask(client, config, seat, state, task, tally)
-                                         for seat in seats))
-        for seat, (move, reason, extras) in zip(seats, answers):
+        askers = [_Asker(config, seat, state, schemas) for seat in seats]
+        # cache hits are answered at once; only the seats that miss wait on the network
+        waiting = [a for a in askers if not _answer_cached(client, a, task, tally)]
+        if waiting:
+            await asyncio.gather(*(_answer(client, a, task, tally) for a in waiting))
+        for asker in askers:
+            move, reason, extras = asker.result
+            name = asker.seat.name
             if move is None:
-                tally.parse_failures.append({"task": task, "seat": seat.name, "round": r,
+                tally.parse_failures.append({"task": task, "seat": name, "round": r,
                                              "reason": reason})
-                record_abstain(state, seat.name, reason, extra=extras)
+                record_abstain(state, name, reason, extra=extras)
             else:
-                apply_move(state, seat.name, move, extra=extras)
+                apply_move(state, name, move, extra=extras)
     try:
         return to_trace(state)
     except TraceError:
@@ -129,6 +182,15 @@ async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Qu
             raise
         tally.unanswered.append(task)      # an open question nobody answered: no trace holds it
         return None
+
+
+def _tasks_at_once(config: CouncilConfig) -> int:
+    """How many tasks a run deliberates at once: :data:`TASK_CONCURRENCY`, or more where the
+    seats' endpoints allow more requests in flight, so that each endpoint's
+    ``max_concurrency`` can be filled (twice over: a round waits for its slowest seat)."""
+    used = {seat.endpoint for seat in config.seats}
+    capacity = sum(max(1, int(config.endpoints[name].max_concurrency)) for name in used)
+    return max(TASK_CONCURRENCY, -(-2 * capacity // len(config.seats)))
 
 
 def _sha256_file(path) -> str | None:
@@ -144,7 +206,9 @@ async def _run(questions, config, out, cache, ledger, progress):
     partial = Path(f"{out}.partial")
     jobs = [(q, s) for q in questions for s in range(config.samples)]
     results: list[Trace | None] = [None] * len(jobs)
-    gate = asyncio.Semaphore(TASK_CONCURRENCY)
+    lines: list[str | None] = [None] * len(jobs)
+    gate = asyncio.Semaphore(_tasks_at_once(config))
+    schemas: dict = {}                       # LegalMoves -> its move schema (never mutated)
     done = 0
     try:
         served: dict = {}
@@ -163,10 +227,11 @@ async def _run(questions, config, out, cache, ledger, progress):
             async def one(i, q, s):
                 nonlocal done
                 async with gate:
-                    trace = await _deliberate(client, config, q, s, tally)
+                    trace = await _deliberate(client, config, q, s, tally, schemas)
                 results[i] = trace
                 if trace is not None:
-                    fh.write(trace_line(trace, partial) + "\n")
+                    lines[i] = trace_line(trace, out) + "\n"
+                    fh.write(lines[i])
                     fh.flush()
                 done += 1
                 if progress is not None:
@@ -175,7 +240,9 @@ async def _run(questions, config, out, cache, ledger, progress):
     finally:
         await client.aclose()
     traces = [t for t in results if t is not None]
-    write_traces(traces, out)
+    # the lines of write_traces(traces, out), already made for the partial file: written once
+    atomic_write(out, lambda handle: handle.writelines(x for x in lines if x is not None),
+                 suffix=".jsonl")
     partial.unlink(missing_ok=True)
     return traces, tally, served
 

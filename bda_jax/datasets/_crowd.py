@@ -85,7 +85,8 @@ import pandas as pd
 
 from .._core.errors import DataError
 from .._core.normalize import default_normalizer, normalize_id
-from .._core.traces import Move, Trace, mark_field_checked
+from .._core.fastparse import FastTasks
+from .._core.traces import Trace, lazy_trace
 
 __all__ = [
     "CrowdData", "Duplicates", "DUPLICATE_POLICIES", "load_zheng", "load_zhang", "load_snow",
@@ -866,7 +867,9 @@ def to_traces(data: CrowdData) -> list[Trace]:
     shares ``candidates = data.candidates`` (so :func:`bda_jax.tally` records a ``vocab``) and
     carries the task's gold where known. The columns are checked here (non-empty strings, labels
     and gold among the candidates), so the traces are marked as parsed and :func:`bda_jax.tally`
-    does not re-validate them move by move (that second pass would double its time).
+    does not re-validate them move by move; their moves are kept as columns (built into
+    :class:`~bda_jax.Move` objects on first access) that :func:`bda_jax.tally` resolves all at
+    once (docs/scale.md).
     """
     cands = tuple(data.candidates)
     keys = [default_normalizer(c) for c in cands]
@@ -878,7 +881,7 @@ def to_traces(data: CrowdData) -> list[Trace]:
         raise DataError("no labels to convert", field="labels")
     for col in ("task", "worker", "label"):      # a hand-built CrowdData is checked here too
         values = labels[col].to_numpy(object)
-        if not all(isinstance(v, str) for v in values) or "" in set(values):
+        if not all(issubclass(t, str) for t in set(map(type, values))) or "" in set(values):
             raise DataError(f"column {col!r} must hold non-empty strings", field=col)
     outside = ~labels["label"].isin(cands).to_numpy()
     if outside.any() or not data.gold.isin(cands).all():
@@ -891,14 +894,17 @@ def to_traces(data: CrowdData) -> list[Trace]:
     if empty is not None:
         raise DataError("a worker is empty as an agent id (NFKC, stripped)", field="worker")
     answers = labels["label"].to_numpy(object)[order].tolist()
-    moves = [Move(f"r{r}", w, 0, "propose", a)
-             for r, w, a in zip(order.tolist(), workers, answers)]
     gold = data.gold.to_dict()
+    tasks = names.tolist()
+    golds = [gold.get(task) for task in tasks]
     source = (str(data.source), None)
-    traces, start = [], 0
-    for task, end in zip(names.tolist(), ends):
-        # the columns were checked above: the automaton need not re-parse each trace
-        traces.append(mark_field_checked(Trace(task, tuple(moves[start:end]), cands,
-                                                gold.get(task), source=source)))
-        start = end
-    return traces
+    M = len(answers)
+    # The columns were checked above, so the moves are not re-parsed: they stay columns (the
+    # Move objects are built when a trace's ``moves`` is first read) and bda_jax.tally runs the
+    # automaton over all of them at once (a task the fast checks refuse is resolved as usual).
+    columns = FastTasks.from_columns(
+        source[0], [None] * len(tasks), np.diff(np.concatenate([[0], ends])).tolist(), tasks,
+        [cands] * len(tasks), golds, [f"r{r}" for r in order.tolist()], workers, answers,
+        ["propose"] * M, [0] * M)
+    return [lazy_trace(task, cands, g, None, source, (columns, t))
+            for t, (task, g) in enumerate(zip(tasks, golds))]

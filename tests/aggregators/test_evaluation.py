@@ -13,8 +13,12 @@ SUPERVISED = ["bda-per-agent", "bda-confusion", "stacking", "gated-vote", "best-
 
 
 @pytest.fixture(scope="module")
-def council():
-    traces = simulate_council(3, 90, [0.8, 0.65, 0.3], n_candidates=3)
+def traces():
+    return simulate_council(3, 90, [0.8, 0.65, 0.3], n_candidates=3)
+
+
+@pytest.fixture(scope="module")
+def council(traces):
     return bda.tally(traces)
 
 
@@ -61,15 +65,16 @@ def test_bad_arguments(council):
     assert type(make_arm("iso:stacking")).__name__ == "IsotonicRecalibrated"
 
 
-def test_decision_flips_and_ablation_rows():
-    traces = simulate_council(5, 60, [0.75, 0.7, 0.65])
-    flips = decision_flips(traces)
-    assert flips["fix"] - flips["break"] == flips["net"] and flips["n"] == 60
+def test_decision_flips_and_ablation_rows(traces):
+    """On the module's council and with its 3 folds, so BDA per-agent's compiled search is the
+    one the tests above already built."""
+    flips = decision_flips(traces, folds=3)
+    assert flips["fix"] - flips["break"] == flips["net"] and flips["n"] == 90
     assert 0 <= flips["accuracy_round0"] <= 1
     # the identity: accuracy_full - accuracy_round0 = net / n
-    assert abs(flips["accuracy_full"] - flips["accuracy_round0"] - flips["net"] / 60) < 1e-9
+    assert abs(flips["accuracy_full"] - flips["accuracy_round0"] - flips["net"] / 90) < 1e-9
     rows = reliability_ablation(traces, folds=3)
     assert [(r["key"], r["basis"]) for r in rows] == [
         ("agent", "all"), ("force", "all"), ("agent-force", "all"), ("agent", "propose"),
         ("agent", "round0")]
-    assert all(r["n"] == 60 for r in rows)
+    assert all(r["n"] == 90 for r in rows)

@@ -160,3 +160,49 @@ def test_seat_keys_for_the_reliability_ablation():
         np.testing.assert_array_equal(other.c.sum(1), by_agent.c.sum(1))
     with pytest.raises(bda.DataError, match="seat_key"):
         bda.tally(traces, seat_key="round")
+
+
+def test_counts_reach_the_device_once_and_stay_true():
+    """Issue 20: host counts are copied to the device once per collection (the kernels read
+    the cached copy), their host arrays are read-only, and reassigning a field is seen."""
+    from reference import onecoin_reference
+    N, e, c = [[2, 1]], [[[2, 0], [0, 1]]], [[[2, 0], [0, 1]]]
+    counts = bda.Counts.from_arrays(N=N, e=e, c=c)
+    assert counts.max_count == 2
+    first = counts.kernel_arrays("N", "e", "c")
+    assert all(a is b for a, b in zip(first, counts.kernel_arrays("N", "e", "c")))
+    assert all(isinstance(a, jax.Array) and a.dtype == jnp.int8 for a in first)  # max N 2
+    assert counts.on_device() is counts.on_device()
+    assert isinstance(counts.on_device().N, jax.Array) and counts.on_device().agents == counts.agents
+    with pytest.raises(ValueError):
+        counts.e[0, 0, 0] = 5                           # owned, read-only host arrays
+    alpha, beta = np.array([4.0, 3.0]), np.array([2.0, 1.0])
+    ref = onecoin_reference(N, e, c, [2], alpha, beta)
+    for _ in range(2):
+        got = bda.onecoin_log_posterior(counts, alpha, beta)
+        np.testing.assert_allclose(np.asarray(got), ref, atol=1e-5)
+    # a new array in a field: the cache follows it (agent 1 now endorses slot 0)
+    counts.e = np.array([[[2, 0], [1, 0]]], np.int32)
+    counts.c = np.array([[[2, 0], [1, 0]]], np.int32)
+    ref2 = onecoin_reference(N, counts.e, counts.c, [2], alpha, beta)
+    np.testing.assert_allclose(np.asarray(bda.onecoin_log_posterior(counts, alpha, beta)), ref2,
+                               atol=1e-5)
+    assert not np.allclose(ref, ref2)
+
+
+def test_kernel_arrays_narrow_only_as_far_as_the_counts_allow():
+    """Counts above int8's range are read as int16 (exactly); the posterior matches the
+    float64 reference either way."""
+    from reference import onecoin_reference
+    N, e, c = [[300, 1]], [[[200, 0], [0, 1]]], [[[250, 50], [0, 1]]]
+    counts = bda.Counts.from_arrays(N=N, e=e, c=c)
+    (n16,) = counts.kernel_arrays("N")
+    assert n16.dtype == jnp.int16 and int(n16[0, 0]) == 300
+    alpha, beta = np.array([4.0, 2.0]), np.array([2.0, 2.0])
+    np.testing.assert_allclose(np.asarray(bda.onecoin_log_posterior(counts, alpha, beta)),
+                               onecoin_reference(N, e, c, [2], alpha, beta), atol=1e-4)
+    P = np.array([[[0.8, 0.2], [0.3, 0.7]], [[0.6, 0.4], [0.4, 0.6]]])
+    want = np.log(P[0, :, 0]) * 250 + np.log(P[0, :, 1]) * 50 + np.log(P[1, :, 1])
+    want = want - np.logaddexp.reduce(want)
+    np.testing.assert_allclose(np.asarray(bda.confusion_log_posterior(counts, P)), want[None],
+                               atol=1e-3)

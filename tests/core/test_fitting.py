@@ -1,4 +1,8 @@
-"""Eq. 3 priors, Dirichlet confusion rows, folds, nested CV (leak-free) and the BDA aggregators."""
+"""Eq. 3 priors, Dirichlet confusion rows, folds, nested CV (leak-free), the BDA aggregators, and
+the padded task axis (one compiled fit per bucket of task counts)."""
+import logging
+
+import jax
 import numpy as np
 import pytest
 
@@ -6,7 +10,7 @@ import bda_jax as bda
 from bda_jax import (GRIDS, fit_confusion, make_folds, prior_from_reliability, reliability,
                      select_and_predict)
 from bda_jax.aggregators import BDA, BDAConfusion, BDAPerAgent, Majority
-from reference import EXAMPLE, random_counts
+from reference import EXAMPLE, onecoin_reference, random_counts
 
 
 def test_reliability_counts_consistent_moves_by_hand():
@@ -125,3 +129,87 @@ def test_bda_fit_ignores_labels_outside_its_weights(rng):
         b = BDA(arm, n_folds=3).fit(moved, w)
         assert a.params_ == b.params_
         assert a.predict_proba(counts).tobytes() == b.predict_proba(counts).tobytes()
+
+
+# ---------------------------------------------------------------- task-axis buckets (padding)
+
+def _with_empty_tasks(counts, n):
+    """``counts`` and ``n`` more tasks without any move or gold (weight 0 in every fit)."""
+    T, I, K = counts.shape
+    z = lambda *shape: np.zeros(shape, np.int64)
+    cat = lambda x, y: np.concatenate([np.asarray(x), y])
+    return bda.Counts.from_arrays(N=cat(counts.N, z(n, I)), e=cat(counts.e, z(n, I, K)),
+                                  c=cat(counts.c, z(n, I, K)),
+                                  gold=cat(counts.gold, np.full(n, -1)),
+                                  cluster=cat(counts.cluster, 10_000 + np.arange(n)),
+                                  vocab=counts.vocab)
+
+
+def test_padding_leaves_nested_cv_unchanged(rng):
+    # 80 tasks fill their bucket exactly (no padding); 7 empty tasks more are padded to 96
+    counts = shared_vocab_counts(rng, T=80, K=3)
+    more = _with_empty_tasks(counts, 7)
+    outer = make_folds(counts, 4, seed=0)
+    labeled = np.asarray(counts.gold) >= 0
+    train = np.stack([(outer != f) & labeled for f in range(4)]).astype(np.float32)
+    base = select_and_predict(counts, "bda-confusion", outer, n_inner=3, train_weights=train)
+    padded = select_and_predict(more, "bda-confusion", np.concatenate([outer, np.zeros(7, int)]),
+                                n_inner=3, train_weights=np.pad(train, ((0, 0), (0, 7))))
+    np.testing.assert_array_equal(np.asarray(padded.selected), np.asarray(base.selected))
+    np.testing.assert_allclose(np.asarray(padded.inner_brier), np.asarray(base.inner_brier),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(padded.log_proba)[:80], np.asarray(base.log_proba),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_padded_cv_brier_matches_an_independent_reference():
+    # six example tasks, padded to 64 inside the fit: every grid row's mean inner-fold Brier
+    # against float64 Beta functions (reference.onecoin_reference) on the real tasks alone
+    counts = bda.tally(bda.read_traces(EXAMPLE))
+    model = BDAPerAgent(n_folds=2).fit(counts)
+    np.testing.assert_allclose(model.reliability_, [5 / 8, 6 / 10, 9 / 10], rtol=1e-6)
+    N, e, c, K = (np.asarray(x) for x in (counts.N, counts.e, counts.c, counts.K))
+    gold = np.asarray(counts.gold)
+    idx = np.flatnonzero(gold >= 0)
+    folds = np.full(6, -1)
+    folds[idx] = make_folds(counts.take(idx), 2, 0)
+    onehot = np.arange(4)[None, :] == gold[:, None]
+    mask = np.arange(4)[None, :] < K[:, None]
+    ref = []
+    for b, kappa, s, tau in GRIDS["bda-per-agent"]:
+        total = n = 0.0
+        for f in range(2):
+            r = np.asarray(reliability(counts, ((folds >= 0) & (folds != f)).astype(np.float32)))
+            mu = np.clip(b + kappa * (r - r.mean()), 0.05, 0.95)
+            p = np.exp(onecoin_reference(N, e, c, K, mu * s, (1 - mu) * s, tau))
+            brier = np.where(mask, (p - onehot) ** 2, 0.0).sum(1)
+            total += brier[folds == f].sum()
+            n += (folds == f).sum()
+        ref.append(total / n)
+    np.testing.assert_allclose(model.cv_brier_, ref, rtol=2e-5)
+    assert model.params_ == dict(zip(("b", "kappa", "s", "tau"), GRIDS["bda-per-agent"][np.argmin(ref)]))
+
+
+class _Compiles(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        if record.getMessage().startswith("Compiling "):
+            self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize("cls", [BDAPerAgent, BDAConfusion])
+def test_datasets_of_one_bucket_share_the_compiled_fit(cls):
+    small = bda.tally(bda.read_traces(EXAMPLE))                     # 6 tasks and 42: bucket 64
+    large = small.take(np.tile(np.arange(6), 7))
+    cls(n_folds=2).fit(small)
+    seen, logger = _Compiles(), logging.getLogger("jax")
+    logger.addHandler(seen)
+    try:
+        with jax.log_compiles():
+            model = cls(n_folds=2).fit(large)
+    finally:
+        logger.removeHandler(seen)
+    assert seen.messages == [] and model.params_

@@ -220,3 +220,19 @@ def test_narrow_integer_counts_match_the_reference(rng, dtype, max_moves):
     P = rng.dirichlet(np.ones(K) * 3, (I, K))
     np.testing.assert_allclose(np.exp(bda.confusion_log_posterior(narrow, P)),
                                np.exp(bda.confusion_log_posterior(base, P)), atol=1e-5)
+
+
+def test_counts_below_compiles_the_table_path_inside_a_users_jit():
+    """Issue 20: a bound the caller knows selects the table path for traced counts (the same
+    posterior as the float64 reference); a bound the concrete counts break is refused."""
+    from reference import onecoin_reference
+    N, e, c = [[3, 1]], [[[2, 1], [0, 1]]], [[[2, 1], [0, 1]]]
+    counts = bda.Counts.from_arrays(N=N, e=e, c=c)
+    alpha, beta = np.array([4.0, 3.0]), np.array([2.0, 1.0])
+    fn = jax.jit(lambda k: bda.onecoin_log_posterior(k, alpha, beta, counts_below=8,
+                                                     table_size=8))
+    np.testing.assert_allclose(np.asarray(fn(counts.on_device())),
+                               onecoin_reference(N, e, c, [2], alpha, beta), atol=1e-5)
+    assert "cond" not in str(jax.make_jaxpr(fn)(counts.on_device()))
+    with pytest.raises(bda.DataError, match="counts_below"):
+        bda.onecoin_log_posterior(counts, alpha, beta, counts_below=3)

@@ -284,3 +284,86 @@ def test_identical_requests_in_flight_go_upstream_once():
     assert len([r for r in srv.requests if "messages" in r]) == 2
     assert a.text == b.text and sorted([a.cached, b.cached]) == [False, True]
     assert ledger.summary()["calls"] == 3 and ledger.summary()["cached"] == 1
+
+
+def test_lookup_answers_hits_without_the_event_loop(tmp_path):
+    """``lookup`` is the synchronous first step of ``complete``: a miss is ``None`` and sends
+    nothing, a hit is the stored reply (``cached=True``) with its ledger row; in replay-only
+    mode a miss is a CacheMiss."""
+    path = tmp_path / "c.sqlite"
+    with FakeServer() as srv:
+        ledger = Ledger()
+        with ReplyCache(path) as cache:
+            client = _client(srv, cache, ledger)
+            assert client.lookup(_req(i=5), task="t", seat="s") is None
+            assert len(srv.requests) == 0 and ledger.summary()["calls"] == 0
+            first = _run(client, lambda c: c.complete(_req(i=5)))
+            hit = client.lookup(_req(i=5), task="t", seat="s")
+        n = len(srv.requests)
+    assert n == 1 and hit.cached and hit.text == first.text
+    assert [(r["task"], r["seat"], r["cached"]) for r in ledger.rows()] == [
+        ("", "", False), ("t", "s", True)]
+    with ReplyCache(path, mode="replay") as cache:
+        client = CouncilClient({}, cache)
+        assert client.lookup(_req(i=5)).text == first.text
+        with pytest.raises(CacheMiss, match="seat 'gemma'"):
+            client.lookup(_req(i=6), task="t", seat="gemma")
+
+
+class _RawServer:
+    """A one-route loopback server answering every POST with status 200 and a fixed body."""
+
+    def __init__(self, body: bytes):
+        import http.server
+        import threading
+
+        outer = self
+        self.hits = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.hits += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("body, reason", [
+    (b"<html>not json</html>", "unusable reply: the body is not JSON"),
+    (b"[1, 2]", "unusable reply: a JSON list, not an object"),
+    (b'{"choices": []}', "reply has no choices"),
+])
+def test_unusable_200_bodies_fail_at_once_with_one_line(body, reason):
+    srv = _RawServer(body)
+    try:
+        with pytest.raises(UpstreamError) as ei:
+            _run(_client(srv, max_retries=3), lambda c: c.complete(_req()))
+    finally:
+        srv.close()
+    assert srv.hits == 1 and reason in str(ei.value) and "\n" not in str(ei.value)
+    assert "endpoint 'local'" in str(ei.value) and "model 'deterministic'" in str(ei.value)
+
+
+def test_a_reply_without_usage_or_model_counts_zero_tokens():
+    srv = _RawServer(b'{"choices": [{"index": 0, "message": {"role": "assistant", '
+                     b'"content": null}}]}')
+    try:
+        reply = _run(_client(srv), lambda c: c.complete(_req()))
+    finally:
+        srv.close()
+    assert (reply.text, reply.prompt_tokens, reply.completion_tokens, reply.model) == ("", 0, 0, None)

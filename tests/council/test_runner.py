@@ -34,11 +34,11 @@ def _questions(path: Path, n: int) -> Path:
 
 
 def _config(path: Path, base_url: str, model: str = "deterministic", rounds: int = 3,
-            extra: str = "") -> Path:
+            extra: str = "", max_concurrency: int = 4) -> Path:
     seats = "".join(f'[[seats]]\nname = "s{i}"\nendpoint = "fake"\nmodel = "{model}"\n'
                     f'temperature = 0.5\nseed = {i}\n\n' for i in range(3))
     path.write_text(f"rounds = {rounds}\nsamples = 1\nseed = 7\n{extra}\n"
-                    f'[endpoints.fake]\nbase_url = "{base_url}"\nmax_concurrency = 4\n'
+                    f'[endpoints.fake]\nbase_url = "{base_url}"\nmax_concurrency = {max_concurrency}\n'
                     f"timeout_s = 5\nmax_retries = 2\n\n{seats}")
     return path
 
@@ -196,3 +196,16 @@ def test_inputs_are_never_overwritten(tmp_path, server):
             run_council_files(qpath, cfg, out)
     assert (qpath.read_bytes(), cfg.read_bytes()) == before
     assert not _chat_requests(server)
+
+
+def test_a_run_fills_the_endpoint_concurrency(tmp_path):
+    """With max_concurrency 32 and 3 seats, more than 8 tasks are deliberated at once (8 x 3 =
+    24 requests was the ceiling), and never more than 32 requests are in flight."""
+    with FakeServer(delay_s=0.3) as srv:
+        qpath = _questions(tmp_path / "q.jsonl", 16)
+        cfg = read_config(_config(tmp_path / "c.toml", srv.base_url, rounds=1,
+                                  max_concurrency=32))
+        summary = run_council(read_questions(qpath), cfg, tmp_path / "t.jsonl")
+        peak = srv.max_in_flight
+    assert summary.n_tasks == 16 and len(_chat_requests(srv)) == 16 * 3
+    assert 24 < peak <= 32

@@ -31,6 +31,9 @@ def test_the_four_notebooks_exist_and_are_stored_clean():
                     f"{path.name}: stored with outputs (clear them before committing)"
 
 
+# Notebook 03 fits its NUTS samplers at the shapes of tests/models/test_hierarchical.py: under
+# pytest-xdist the two run on one worker, one after the other (XDIST_GROUPS in tests/conftest.py),
+# and share the compiled programs through the session's persistent compilation cache.
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes_and_renders_a_figure(path):
     nb = nbformat.read(path, as_version=4)

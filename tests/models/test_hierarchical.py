@@ -12,6 +12,22 @@ from scipy.stats import norm
 import bda_jax
 from bda_jax.models import diagnostics as dg, hierarchical as hm, inference as inf
 
+# Every NUTS program here runs at the shapes and sampler settings of notebooks/
+# 03_model_comparison.ipynb (T = 80 tasks, I = 5 seats, K = 3 slots; two sequential chains of
+# 200 + 300 draws; the hierarchical sampler with the data as traced arguments): XLA compiles each
+# program once per test session and the rest load it from the session's persistent cache
+# (tests/conftest.py), notebook kernel included. Smaller problems are padded with empty tasks and
+# seats, which add nothing to the likelihood. Under pytest-xdist this file and the notebook run on
+# one worker, one after the other (XDIST_GROUPS in tests/conftest.py), so they share those compiles.
+T_NB, I_NB, K_NB = 80, 5, 3
+DRAWS = dict(num_warmup=200, num_samples=300, num_chains=2, chain_method="sequential")
+JIT_ARGS = {"jit_model_args": True}
+
+
+def run_hierarchical(key, data, prior=hm.ReliabilityPrior()):
+    """NUTS on the hierarchical variant as the notebook runs it (data and prior traced)."""
+    return inf.run_nuts(key, hm.HIERARCHICAL_SPEC, data, prior, mcmc_kw=JIT_ARGS, **DRAWS)
+
 
 def ref_task_log_lik(N, e, c, Kt, gold, gold_missing, theta):
     """Loop reference of the generative story in the module docstring."""
@@ -53,44 +69,73 @@ def test_log_lik_matches_loop(rng):
     assert np.exp(lp[1, 1]) == 1.0 and np.isneginf(lp[2, 2:]).all()
 
 
-def test_frozen_strength_is_the_finite_construction():
-    """mu, kappa fixed + labeled calibration tasks: the test-task posterior is Eq. 1 with
-    alpha = mu kappa + sum c(g*), beta = (1 - mu) kappa + sum d(g*) (Beta conjugacy), at K = 3."""
-    I, K = 2, 3
-    c = np.zeros((4, I, K)); e = np.zeros((4, I, K)); N = np.zeros((4, I)); gold = np.array([-1, 0, 2, 1])
-    e[0] = [[2, 1, 0], [0, 1, 0]]; N[0] = e[0].sum(-1)                  # the unlabeled test task
+def frozen_case(T=4, I=2):
+    """An unlabeled test task (0) and three labeled calibration tasks (1-3) on two seats at K = 3,
+    padded with empty tasks and seats to [T, I, 3]."""
+    K = 3
+    c = np.zeros((T, I, K)); e = np.zeros((T, I, K)); N = np.zeros((T, I)); gold = np.full(T, -1)
+    gold[:4] = [-1, 0, 2, 1]
+    e[0, :2] = [[2, 1, 0], [0, 1, 0]]; N[0] = e[0].sum(-1)              # the unlabeled test task
     for t, (right, wrong) in zip((1, 2, 3), ((3, 1), (2, 2), (4, 0))):   # calibration tasks
-        e[t, :, gold[t]] = right; e[t, :, (gold[t] + 1) % K] = wrong; N[t] = right + wrong
+        e[t, :2, gold[t]] = right; e[t, :2, (gold[t] + 1) % K] = wrong; N[t] = e[t].sum(-1)
     c[:] = e
-    data = hm.reliability_data_from_arrays(N, e, c, np.ones((4, K), bool), gold)
-    mu, kappa = 0.6, 5.0
-    model = condition(hm.HIERARCHICAL_SPEC.model, data={"mu": np.array([mu]), "kappa": np.array([kappa])})
-    mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values={"theta": np.full(I, 0.6)})),
-                num_warmup=300, num_samples=1500, progress_bar=False)
-    mcmc.run(jax.random.key(0), data, hm.ReliabilityPrior())
-    got = np.asarray(inf.class_posterior(hm.PER_AGENT_SPEC, mcmc.get_samples(), data))[0]
-    alpha = mu * kappa + np.array(
-        [sum(e[t, i, gold[t]] for t in (1, 2, 3)) for i in range(I)])
+    return N, e, c, gold, hm.reliability_data_from_arrays(N, e, c, np.ones((T, K), bool), gold)
+
+
+def frozen_reference(N, e, c, gold, mu, kappa, I=2, K=3):
+    """Eq. 1 with alpha = mu kappa + sum c(g*), beta = (1 - mu) kappa + sum d(g*) on the test task."""
+    alpha = mu * kappa + np.array([sum(e[t, i, gold[t]] for t in (1, 2, 3)) for i in range(I)])
     beta = (1 - mu) * kappa + np.array([sum(N[t, i] - e[t, i, gold[t]] for t in (1, 2, 3)) for i in range(I)])
     ref = np.array([sum(betaln(alpha[i] + c[0, i, g], beta[i] + N[0, i] - c[0, i, g]) - betaln(alpha[i], beta[i])
                         - (N[0, i] - e[0, i, g]) * np.log(K - 1) for i in range(I)) for g in range(K)])
-    ref = np.exp(ref - logsumexp(ref))
-    np.testing.assert_allclose(got, ref, atol=0.02)
+    return np.exp(ref - logsumexp(ref))
+
+
+def test_frozen_strength_is_the_finite_construction():
+    """mu, kappa frozen + labeled calibration tasks: the test-task posterior is Eq. 1 with
+    alpha = mu kappa + sum c(g*), beta = (1 - mu) kappa + sum d(g*) (Beta conjugacy), at K = 3.
+    Frozen by the hyperprior: mu ~ Beta(7000, 3000) (sd 0.005) and kappa ~ LogNormal(log 10,
+    0.005) pin (mu, kappa) at the sampler's start (0.7, 10), i.e. theta_i ~ Beta(7, 3) give or take
+    1 %, and the notebook's hierarchical program samples it (the slow test below conditions the
+    model on mu, kappa instead). A swapped Beta parametrization (Beta((1 - mu) kappa, mu kappa))
+    moves this posterior by 0.07."""
+    N, e, c, gold, data = frozen_case(T_NB, I_NB)
+    frozen = hm.ReliabilityPrior(mu_a=7000.0, mu_b=3000.0, kappa_loc=10.0, kappa_scale=0.005)
+    mcmc = run_hierarchical(jax.random.key(0), data, frozen)
+    s = mcmc.get_samples()
+    assert abs(float(s["mu"].mean()) - 0.7) < 0.01 and abs(float(s["kappa"].mean()) - 10) < 0.2
+    got = np.asarray(inf.class_posterior(hm.HIERARCHICAL_SPEC, s, data))[0]
+    np.testing.assert_allclose(got, frozen_reference(N, e, c, gold, 0.7, 10.0), atol=0.02)
+
+
+@pytest.mark.slow
+def test_frozen_strength_is_the_finite_construction_conditioned():
+    """The same identity with mu, kappa conditioned on exactly (0.6, 5), 1,500 draws, no padding."""
+    N, e, c, gold, data = frozen_case()
+    mu, kappa = 0.6, 5.0
+    model = condition(hm.HIERARCHICAL_SPEC.model, data={"mu": np.array([mu]), "kappa": np.array([kappa])})
+    mcmc = MCMC(NUTS(model, init_strategy=init_to_value(values={"theta": np.full(2, 0.6)})),
+                num_warmup=300, num_samples=1500, progress_bar=False)
+    mcmc.run(jax.random.key(0), data, hm.ReliabilityPrior())
+    got = np.asarray(inf.class_posterior(hm.PER_AGENT_SPEC, mcmc.get_samples(), data))[0]
+    np.testing.assert_allclose(got, frozen_reference(N, e, c, gold, mu, kappa), atol=0.02)
 
 
 # ---- docs/models.md ceiling example: Beta(8.8, 7.2), theta* = 0.8, I = 3, K = 2, N = 20 (c = 16)
-I3, N_TEST, T_MAX = 3, 20, 25
+I3, N_TEST = 3, 20
 CEILING = 0.9987
 HYPER = hm.ReliabilityPrior(mu_a=8.8, mu_b=7.2)   # the finite prior's Beta, now on the population mean
 
 
 def ceiling_data(L):
-    """Task 0: the test task; tasks 1..L: labeled calibration tasks with the same 16/4 split;
-    the rest empty (no moves: they contribute nothing), so every L has one shape."""
-    c = np.zeros((T_MAX, I3, 2)); N = np.zeros((T_MAX, I3)); gold = np.full(T_MAX, -1)
-    c[: L + 1, :, 0], c[: L + 1, :, 1], N[: L + 1] = 16, 4, N_TEST
+    """Task 0: the test task; tasks 1..L: labeled calibration tasks with the same 16/4 split, on
+    seats 0-2 and candidate slots 0-1 (slot 2 masked out: K = 2); the other tasks and seats are
+    empty (no moves: they contribute nothing), so every L has the notebook's shapes."""
+    c = np.zeros((T_NB, I_NB, K_NB)); N = np.zeros((T_NB, I_NB)); gold = np.full(T_NB, -1)
+    c[: L + 1, :I3, 0], c[: L + 1, :I3, 1], N[: L + 1, :I3] = 16, 4, N_TEST
     gold[1: L + 1] = 0
-    return hm.reliability_data_from_arrays(N, c.copy(), c, np.ones((T_MAX, 2), bool), gold)
+    mask = np.zeros((T_NB, K_NB), bool); mask[:, :2] = True
+    return hm.reliability_data_from_arrays(N, c.copy(), c, mask, gold)
 
 
 def quadrature(L):
@@ -123,14 +168,10 @@ def test_hierarchical_rises_above_the_ceiling():
     accumulate. NUTS (one sampler, data as traced arguments) against the quadrature: the tiny
     P(wrong) itself is compared loosely (a mean of tiny per-draw values is a noisy, low-biased
     estimate), the posterior means of mu and theta tightly."""
-    mcmc = MCMC(NUTS(hm.HIERARCHICAL_SPEC.model,
-                     init_strategy=init_to_value(values=hm.default_init(ceiling_data(0)))),
-                num_warmup=200, num_samples=400, progress_bar=False, jit_model_args=True)
     log_wrong = {}
     for L in (1, 24):
         data = ceiling_data(L)
-        mcmc.run(jax.random.key(L), data, HYPER)
-        s = mcmc.get_samples()
+        s = run_hierarchical(jax.random.key(L), data, HYPER).get_samples()
         lp = jax.vmap(lambda th: hm.task_class_log_post({"theta": th}, data)[0, 1])(s["theta"])
         log_wrong[L] = float(logsumexp(np.asarray(lp)) - np.log(lp.shape[0]))
         exact = quadrature(L)
@@ -148,27 +189,27 @@ def test_hierarchical_rises_above_the_ceiling():
 THETA_TRUE = np.array([0.85, 0.8, 0.75, 0.3, 0.25])
 
 
-def simulate_council_counts(rng, T, K, n_moves=3, n_gold=20):
+def simulate_council_counts(rng, T=T_NB, K=K_NB, n_moves=3, n_gold=20):
+    """Each seat's move names the truth with probability theta_i, else one of the K - 1 wrong
+    candidates uniformly; gold on the first n_gold tasks (the notebook's council)."""
     truth = rng.integers(0, K, T)
-    e = np.zeros((T, THETA_TRUE.size, K), int)
-    for t in range(T):
-        for i, th in enumerate(THETA_TRUE):
-            for _ in range(n_moves):
-                g = truth[t] if rng.random() < th else rng.choice([k for k in range(K) if k != truth[t]])
-                e[t, i, g] += 1
+    right = rng.random((T, THETA_TRUE.size, n_moves)) < THETA_TRUE[None, :, None]
+    wrong = (truth[:, None, None] + rng.integers(1, K, right.shape)) % K
+    answers = np.where(right, truth[:, None, None], wrong)                     # [T, I, moves]
+    e = np.stack([(answers == g).sum(-1) for g in range(K)], axis=-1)
     gold = np.where(np.arange(T) < n_gold, truth, -1)
-    return bda_jax.Counts.from_arrays(e.sum(-1), e, e, gold=gold), truth
+    return bda_jax.Counts.from_arrays(N=e.sum(-1), e=e, c=e, gold=gold), truth
 
 
 @pytest.fixture(scope="module")
 def council_fits():
-    counts, truth = simulate_council_counts(np.random.default_rng(5), T=80, K=3)
+    counts, truth = simulate_council_counts(np.random.default_rng(5))
     data = hm.reliability_data(counts)
     fits = {}
     for kind in ("hierarchical", "shared"):
         spec = hm.spec_for(kind)
-        mcmc = inf.run_nuts(jax.random.key(1), spec, data, num_warmup=200, num_samples=300,
-                            num_chains=2, chain_method="vectorized")
+        mcmc = inf.run_nuts(jax.random.key(1), spec, data, mcmc_kw=JIT_ARGS if kind == "hierarchical" else None,
+                            **DRAWS)
         samples = mcmc.get_samples(group_by_chain=True)
         fits[kind] = (spec, mcmc, dg.to_datatree(mcmc, inf.draws_log_lik(spec, samples, data)))
     return counts, truth, data, fits
@@ -207,14 +248,17 @@ def test_ppc_flags_the_shared_model(council_fits):
     (it predicts the inverted seats agree as often as the honest ones)."""
     counts, _, data, fits = council_fits
     observed = np.asarray(dg.agreement_rates(counts.e, counts.mask))
+
+    @jax.jit
+    def replicated_rates(keys, theta):        # the notebook's program: one compile for both fits
+        one = lambda k, th: dg.agreement_rates(hm.replicate_endorsements(k, {"theta": th}, data), data.mask)
+        return jax.vmap(one)(keys, theta)
+
+    keys = jax.random.split(jax.random.key(2), 100)
     pvals = {}
     for kind, (spec, mcmc, _) in fits.items():
-        samples = mcmc.get_samples()
-        idx = np.arange(0, 600, 6)
-        keys = jax.random.split(jax.random.key(2), idx.size)
-        rep = jax.vmap(lambda k, j: dg.agreement_rates(
-            hm.replicate_endorsements(k, {s: v[j] for s, v in samples.items()}, data), data.mask))(keys, idx)
-        pvals[kind] = dg.ppc_pvalues(observed, rep)
+        theta = np.asarray(mcmc.get_samples()["theta"])[::6]          # 100 of the 600 draws
+        pvals[kind] = dg.ppc_pvalues(observed, replicated_rates(keys, theta))
     assert np.all((pvals["hierarchical"] > 0.02) & (pvals["hierarchical"] < 0.98)), pvals
     assert np.any((pvals["shared"] < 0.01) | (pvals["shared"] > 0.99)), pvals
 

@@ -1,0 +1,890 @@
+"""The fast trace reader: compiled JSON decoding and the protocol automaton over arrays.
+
+:func:`bda_jax.read_traces` and :func:`bda_jax.tally_stream` read a file through this module
+(docs/scale.md). A chunk of lines is decoded by msgspec into typed records whose types say what
+the line-by-line reader accepts without a second look (string ids and agents, a known
+lower-case force, an integer round in range, a confidence in [0, 1], no unknown key); the
+automaton of :func:`bda_jax.resolve_trace` then runs over all the chunk's moves at once as
+NumPy arrays (:class:`FastTasks`). A task that passes every check is *plain*: every move is
+admissible, so strict and lenient reading agree and the arrays are exactly the automaton's.
+
+Every other line -- one the decoder refuses (an integer id, an unknown key, ``NaN``, a
+confidence out of range, a lone surrogate, ...), one whose JSON repeats a key, one with a move
+the automaton would refuse or skip, a task whose candidates collide -- is read by the reference
+path (``json`` with the repeated-key hook, :func:`bda_jax.parse_trace`,
+:func:`bda_jax.resolve_trace`), in file order. So results, errors (file, line, task, move,
+field, message) and lenient skips are those of the line-by-line reader, whatever the file.
+
+Repeated keys: msgspec keeps the last value of a repeated key, so the decoder alone cannot see
+one. The reader counts the string tokens of the text instead: once escaped backslashes and
+escaped quotes are taken out, every ``"`` of a valid JSON line delimits a string, and a line
+without a repeated key has exactly one string token per key and per string value of its
+decoded record. A chunk whose count is off has its lines checked one by one, and a line whose
+count is off goes to the reference path (which names the key).
+"""
+from __future__ import annotations
+
+import gc
+import itertools
+import operator
+import os
+from collections import Counter
+from typing import Annotated, Callable, Iterator, Literal, Sequence
+
+import msgspec
+import numpy as np
+from msgspec import UNSET, UnsetType
+
+from .counts import ResolvedBlock
+from .errors import TraceError
+from .io import decode_json_line
+from .normalize import Normalizer, memoized, normalize_id
+from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, moves_from_columns,
+                     resolve_trace)
+
+__all__ = ["FastTasks", "read_checked_traces", "stream_blocks", "DEFAULT_CHUNK_LINES"]
+
+#: Lines decoded and resolved at a time by :func:`read_checked_traces`.
+DEFAULT_CHUNK_LINES = 2048
+#: A chunk of fewer lines goes to the reference path whole: the arrays cost a few ms a chunk,
+#: the reference path about 0.2 ms a task.
+MIN_FAST_LINES = 16
+
+_NAN = float("nan")
+_FORCE_CODE = {f: k for k, f in enumerate(FORCES)}
+_PROPOSE, _VOTE, _CONCEDE, _CHALLENGE, _RETRACT, _ABSTAIN = (
+    _FORCE_CODE[f] for f in ("propose", "vote", "concede", "challenge", "retract", "abstain"))
+
+
+_ROUND = Annotated[int, msgspec.Meta(ge=0, le=MAX_ROUND)]
+_CONFIDENCE = Annotated[float, msgspec.Meta(ge=0, le=1)]
+
+
+def _record_types(id_type=str, agent_type=str, answer_type=str):
+    """The typed records of a task line and its moves. What they accept is what the fast path
+    takes (anything else goes to the reference path): string ids and agents, a lower-case
+    force, an integer round in [0, MAX_ROUND], a number in [0, 1] as confidence, no unknown
+    key. Absent optional fields read as UNSET (a confidence as the ``_NAN`` object), null as
+    None. The string types may be Literals of known values (:class:`_Decoders`)."""
+    move = msgspec.defstruct("MoveRecord", [
+        ("id", id_type), ("agent", agent_type), ("round", _ROUND), ("force", Literal[FORCES]),
+        ("answer", answer_type | None | UnsetType, UNSET),
+        ("target", id_type | None | UnsetType, UNSET),
+        ("confidence", _CONFIDENCE | None, _NAN)], forbid_unknown_fields=True, gc=False)
+    task = msgspec.defstruct("TaskRecord", [
+        ("task_id", str), ("moves", list[move]),
+        ("candidates", list[str] | None | UnsetType, UNSET),
+        ("gold", str | None | UnsetType, UNSET), ("cluster", str | None | UnsetType, UNSET)],
+        forbid_unknown_fields=True, gc=False)
+    return task
+
+
+_TaskRecord = _record_types()
+_DECODE = msgspec.json.Decoder(_TaskRecord).decode
+
+
+class _Decoders:
+    """Decoders whose move ids and targets, agents and answers are Literal types of the values
+    seen so far in the file (at most ``limit`` of a kind; past that, plain strings): a known
+    value decodes to the one shared string object, so a chunk allocates no string per move
+    and its columns are coded by identity. A line with a value not seen yet fails the Literal
+    decoder and is decoded again with plain strings; its values are learned for the next
+    chunk. Same records either way (a Literal only narrows which strings are accepted)."""
+
+    limit = 512
+
+    def __init__(self):
+        self.known: dict[str, set | None] = {"id": set(), "agent": set(), "answer": set()}
+        self._one = _DECODE
+        self._pending: list = []
+
+    @property
+    def one(self):
+        """The decoder of one line (rebuilt here, when a chunk needs it, after learning)."""
+        while self._pending:
+            self._learn(*self._pending.pop())
+        return self._one
+
+    def learn(self, ids, agents, answers) -> None:
+        """Values new to a chunk; learned before the next chunk is decoded."""
+        self._pending.append((ids, agents, answers))
+
+    def _learn(self, ids, agents, answers) -> None:
+        changed = False
+        for kind, values in (("id", ids), ("agent", agents), ("answer", answers)):
+            known = self.known[kind]
+            if known is None or not values:
+                continue
+            new = {v for v in values if v.__class__ is str} - known
+            if new:
+                changed = True
+                if len(known) + len(new) > self.limit:
+                    self.known[kind] = None
+                else:
+                    known |= new
+        if changed:
+            kind = lambda k: Literal[tuple(sorted(self.known[k]))] if self.known[k] else str
+            task = _record_types(kind("id"), kind("agent"), kind("answer"))
+            self._one = msgspec.json.Decoder(task).decode
+
+
+class _Fallback(Exception):
+    """The fast resolution cannot decide (a normalizer raised or returned a non-string)."""
+
+
+def _string_tokens(data: bytes) -> int:
+    """Number of string tokens of valid JSON text ``data`` (one or more whole lines)."""
+    if b"\\" in data:          # escapes: drop escaped backslashes, then escaped quotes
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return int(np.count_nonzero(np.frombuffer(data, np.uint8) == 34)) // 2
+
+
+def _codes(code: dict, values: list) -> np.ndarray:
+    """``[code[v] for v in values]`` as int64 (looked up in C)."""
+    if len(values) > 1:
+        return np.fromiter(operator.itemgetter(*values)(code), np.int64, len(values))
+    return np.array([code[v] for v in values], np.int64)
+
+
+def _expected_tokens(record: _TaskRecord) -> int:
+    """String tokens (keys and string values) of the text of ``record`` if no key repeats."""
+    n = 3 + sum(v is not UNSET for v in (record.candidates, record.gold, record.cluster))
+    n += len(record.candidates) if record.candidates.__class__ is list else 0
+    n += (record.gold.__class__ is str) + (record.cluster.__class__ is str)
+    for m in record.moves:
+        n += (7 + (m.answer is not UNSET) + (m.target is not UNSET) + (m.confidence is not _NAN)
+              + (m.answer.__class__ is str) + (m.target.__class__ is str))
+    return n
+
+
+def _normalize_all(normalizer: Normalizer, values) -> list[str]:
+    """``normalizer`` over ``values``; :class:`_Fallback` if it raises or returns a non-str."""
+    try:
+        keys = [normalizer(v) for v in values]
+    except Exception as err:          # noqa: BLE001 -- the reference path raises it in order
+        raise _Fallback from err
+    if not all(k.__class__ is str for k in keys):
+        raise _Fallback
+    return keys
+
+
+def _table(keys: np.ndarray, values: np.ndarray, size: int, dense: bool):
+    """A lookup ``key -> value`` (-1: absent) for non-negative int64 ``keys`` < ``size``."""
+    if dense:
+        table = np.full(size, -1, np.int64)
+        table[keys] = values
+        return lambda q: table[q]
+    order = np.argsort(keys, kind="stable")
+    sorted_keys, sorted_values = keys[order], values[order]
+
+    def lookup(q):
+        i = np.searchsorted(sorted_keys, q)
+        i_ok = np.minimum(i, max(sorted_keys.size - 1, 0))
+        found = (i < sorted_keys.size) & (sorted_keys[i_ok] == q) if sorted_keys.size else \
+            np.zeros(q.shape, bool)
+        return np.where(found, sorted_values[i_ok] if sorted_keys.size else -1, -1)
+
+    return lookup
+
+
+def _blanks(values: list) -> list[bool]:
+    """``[not s.strip() for s in values]`` for distinct strings, in C (``str.isspace``; ``""``
+    is blank too)."""
+    out = list(map(str.isspace, values))
+    if "" in values:
+        out[values.index("")] = True
+    return out
+
+
+class _Vocab:
+    """Codes of the distinct values of a string column, kept across the chunks of one read:
+    append-only (codes handed out stay valid, ``names`` lists already shared keep their
+    meaning), started afresh past ``limit`` values. Subclasses derive per-value facts."""
+
+    limit = 1 << 14
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.code: dict = {}
+        self.names: list = []
+        self._arrays: dict = {}
+        self.fresh: list = []
+
+    def added(self, values: list) -> None:
+        """Hook: ``values`` were just given the next codes."""
+
+    def codes(self, *columns: list) -> list[np.ndarray]:
+        """The int64 codes of each column (values not seen before are added first)."""
+        self.fresh = []
+        try:
+            return [_codes(self.code, c) for c in columns]
+        except KeyError:
+            pass
+        chain = itertools.chain
+        fresh = [v for v in dict.fromkeys(chain(*columns)) if v not in self.code]
+        if len(self.names) + len(fresh) > self.limit:
+            self.reset()
+            fresh = [v for v in dict.fromkeys(chain(*columns)) if v not in self.code]
+        code, names = self.code, self.names
+        code.update(zip(fresh, range(len(names), len(names) + len(fresh))))
+        names.extend(fresh)
+        self.added(fresh)
+        self._arrays = {}
+        self.fresh = fresh
+        return [_codes(code, c) for c in columns]
+
+    def array(self, name: str, values: Callable[[], list], dtype) -> np.ndarray:
+        """``np.array(values(), dtype)`` of a per-value list, cached until the next addition."""
+        out = self._arrays.get(name)
+        if out is None:
+            out = self._arrays[name] = np.array(values(), dtype)
+        return out
+
+
+class _IdVocab(_Vocab):
+    """Move ids and targets (one code space: a target names an id). -1: null, -2: absent."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.code.update({None: -1, UNSET: -2})
+        self.blank: list[bool] = []
+
+    def added(self, values) -> None:
+        self.blank.extend(_blanks(values))
+
+
+class _AgentVocab(_Vocab):
+    """Agent ids as written; ``canon[code]``: the code of the canonical id (NFKC, stripped)
+    in ``canon_names``, -1 for an id that is blank once stripped."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.canon: list[int] = []
+        self.canon_names: list[str] = []
+        self._canon_code: dict[str, int] = {}
+
+    def added(self, values) -> None:
+        for a in values:
+            c = normalize_id(a)
+            if not c:
+                self.canon.append(-1)
+                continue
+            k = self._canon_code.get(c)
+            if k is None:
+                k = self._canon_code[c] = len(self.canon_names)
+                self.canon_names.append(c)
+            self.canon.append(k)
+
+
+class _AnswerVocab(_Vocab):
+    """Answers as written; ``values[code]``: the answer a move carries (None: absent, null or
+    blank). Codes 0 and 1 are null and absent."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.code.update({None: 0, UNSET: 1})
+        self.names.extend((None, UNSET))
+        self.values: list = [None, None]
+
+    def added(self, values) -> None:
+        self.values.extend(None if b else a for a, b in zip(values, _blanks(values)))
+
+
+class _Vocabs:
+    """The vocabularies one reader shares across its chunks (``unbounded``: one use, never
+    started afresh)."""
+
+    def __init__(self, unbounded: bool = False):
+        self.ids, self.agents, self.answers = _IdVocab(), _AgentVocab(), _AnswerVocab()
+        if unbounded:
+            for v in (self.ids, self.agents, self.answers):
+                v.limit = float("inf")
+
+
+class FastTasks:
+    """The tasks of one chunk that the compiled decoder read, as columns, with every check of
+    :func:`bda_jax.parse_trace` and the normalizer-free checks of the automaton done over all
+    moves at once (``plain`` [T]: no check failed; the rest go to the reference path).
+
+    Per move (M, tasks in file order): ``id_code`` / ``target_code`` (into ``id_names``; -1: no
+    target), ``agent_code`` (into ``agent_names``, canonical ids), ``rounds``, ``force_code``,
+    ``answer_code`` (into ``answer_values``, None: no answer), ``conf`` (NaN: none).
+    :meth:`resolution` runs the normalizer-dependent rest of the automaton; :meth:`moves_of`
+    builds a task's :class:`~bda_jax.Move` objects.
+    """
+
+    def __init__(self, path, linenos: Sequence[int], datas: Sequence[bytes],
+                 records: Sequence[_TaskRecord], vocab: "_Vocabs | None" = None):
+        mlists = [r.moves for r in records]
+        ms = list(itertools.chain.from_iterable(mlists))
+        self._build(path, linenos, [len(m) for m in mlists],
+                    [r.task_id for r in records], [r.candidates for r in records],
+                    [r.gold for r in records], [r.cluster for r in records],
+                    [m.id for m in ms], [m.agent for m in ms], [m.answer for m in ms],
+                    [m.target for m in ms], [m.force for m in ms], [m.round for m in ms],
+                    [m.confidence for m in ms], vocab, (datas, records))
+
+    @classmethod
+    def from_columns(cls, path, linenos, n_moves, task_ids, candidates, golds, ids, agents,
+                     answers, forces, rounds, vocab: "_Vocabs | None" = None) -> "FastTasks":
+        """Tasks built in memory from checked columns (no target, confidence or cluster):
+        ``n_moves`` [T] moves per task, then one entry per move. The checks are those of the
+        file path (and an agent id must already be canonical: such traces are not re-parsed);
+        a task that fails one is left to :func:`bda_jax.resolve_trace`."""
+        self = object.__new__(cls)
+        M = len(ids)
+        self._build(path, linenos, n_moves, task_ids, candidates, golds, [UNSET] * len(task_ids),
+                    ids, agents, answers, [UNSET] * M, forces, rounds, [_NAN] * M,
+                    vocab or _Vocabs(unbounded=True), None, canonical_agents=True)
+        return self
+
+    def _build(self, path, linenos, n, tids, cands, golds, clusters, ids, agents, answers,
+               targets, forces, rounds, confs, vocab, text, canonical_agents=False):
+        self.path = path
+        self.lineno = linenos
+        T = self.T = len(tids)
+        n = np.array(n, np.int64) if T else np.zeros(0, np.int64)
+        off = self.off = np.zeros(T + 1, np.int64)
+        np.cumsum(n, out=off[1:])
+        M = self.M = len(ids)
+        self.task_id = tids
+        tix = self.tix = np.repeat(np.arange(T, dtype=np.int64), n)
+        flat = np.arange(M, dtype=np.int64)
+        bad_task = n == 0                                          # moves is empty
+
+        # ---- codes of the string columns (shared vocabularies; see _Vocab)
+        vocab = vocab or _Vocabs()
+        ids_v, agents_v, answers_v = vocab.ids, vocab.agents, vocab.answers
+        id_code, tg_code = ids_v.codes(ids, targets)
+        self.id_code, self.target_code = id_code, tg_code
+        id_names = self.id_names = ids_v.names
+        (raw_agent,) = agents_v.codes(agents)
+        agent = self.agent_code = agents_v.array("canon", lambda: agents_v.canon, np.int64)[raw_agent]
+        self.agent_names = agents_v.canon_names
+        (a_code,) = answers_v.codes(answers)
+        fresh = (ids_v.fresh, agents_v.fresh, answers_v.fresh)
+        self.fresh = fresh if any(fresh) else None   # values new to the vocabularies
+        self.answer_code = a_code
+        self.answer_values = answers_v.values
+        force = self.force_code = _codes(_FORCE_CODE, forces).astype(np.int8)
+        rnd = self.rounds = np.array(rounds, np.int64) if M else np.zeros(0, np.int64)
+        n_conf = M - confs.count(_NAN)
+        if None in confs:
+            confs = [_NAN if c is None else c for c in confs]
+        self.conf = np.array(confs, np.float64) if M else np.zeros(0)
+
+        # ---- repeated keys: the text has more string tokens than the records account for
+        a_null, a_unset = int((a_code == 0).sum()), int((a_code == 1).sum())
+        t_unset, t_null = int((tg_code == -2).sum()), int((tg_code == -1).sum())
+        tokens = 3 * T + 7 * M + sum(len(c) for c in cands if c.__class__ is list) + n_conf
+        tokens += 2 * (M - a_unset) - a_null + 2 * (M - t_unset) - t_null
+        for column in (golds, clusters):
+            unset = column.count(UNSET)
+            tokens += 2 * (T - unset) - column.count(None)
+        tokens += T - cands.count(UNSET)
+        if text is not None and _string_tokens(b"".join(text[0])) != tokens:
+            datas, records = text
+            for t, (data, record) in enumerate(zip(datas, records)):
+                if _string_tokens(data) != _expected_tokens(record):
+                    bad_task[t] = True
+
+        # ---- task fields (parse_trace)
+        for t, tid in enumerate(tids):
+            if not tid.strip():
+                bad_task[t] = True
+        self.candidates = cand_t = [tuple(c) if c.__class__ in (list, tuple) else None
+                                    for c in cands]
+        cand_sets = dict.fromkeys(c for c in cand_t if c is not None)
+        for cs in cand_sets:
+            cand_sets[cs] = bool(cs) and all(x.strip() for x in cs)
+        if not all(cand_sets.values()):
+            for t, cs in enumerate(cand_t):
+                if cs is not None and not cand_sets[cs]:
+                    bad_task[t] = True
+        gold_of = {g: (g if g.__class__ is str and g.strip() else None) for g in set(golds)}
+        self.gold = [gold_of[g] for g in golds]
+        self.cluster = cluster_t = [c if c.__class__ is str else None for c in clusters]
+        for t, c in enumerate(cluster_t):
+            if c is not None and not c.strip():
+                bad_task[t] = True
+
+        # ---- move fields (parse_trace)
+        has_target = tg_code >= 0
+        blank_id = ids_v.array("blank", lambda: ids_v.blank, bool)
+        bad_move = agent < 0                                       # agent blank once stripped
+        if canonical_agents:       # in-memory moves are not re-parsed: ids must be canonical
+            bad_move |= agents_v.array("raw", lambda: [
+                c < 0 or agents_v.canon_names[c] != a for a, c in zip(agents_v.names,
+                                                                      agents_v.canon)], bool)[
+                raw_agent]
+        if blank_id.any():
+            bad_move |= blank_id[id_code] | has_target & blank_id[np.maximum(tg_code, 0)]
+        present = answers_v.array("present", lambda: [a is not None for a in answers_v.values],
+                                  bool)
+        has_answer = present[a_code]
+        pv = self.pv = (force == _PROPOSE) | (force == _VOTE)
+        conc = force == _CONCEDE
+        chal = force == _CHALLENGE
+        ret = force == _RETRACT
+        bad_move |= pv & (~has_answer | has_target)
+        bad_move |= conc & ~has_target
+        bad_move |= chal & (~has_target | has_answer)
+        bad_move |= ret & ~(has_target | has_answer)
+        bad_move |= (force == _ABSTAIN) & (has_answer | has_target)
+
+        # ---- the automaton's checks that need no normalizer
+        NID = max(len(id_names), 1)
+        key = tix * NID + id_code
+        dense = T * NID <= 4 * M + 65536
+        if dense:
+            dup = np.bincount(key, minlength=T * NID)[key] > 1
+        else:
+            sk = np.sort(key)
+            repeated = sk[1:][sk[1:] == sk[:-1]]
+            dup = np.isin(key, repeated) if repeated.size else np.zeros(M, bool)
+        bad_move |= dup                                           # duplicate_move_id
+        position = _table(key, flat, T * NID, dense)
+        tpos = np.where(has_target, position(tix * NID + np.maximum(tg_code, 0)), -1)
+        target_ok = has_target & (tpos >= 0) & (tpos < flat)
+        bad_move |= has_target & ~target_ok      # unknown_target, target_not_earlier
+        tp = np.where(target_ok, tpos, flat)
+        root = np.where(conc & target_ok, tpos, flat)             # concede chains
+        while True:
+            nxt = root[root]
+            if np.array_equal(nxt, root):
+                break
+            root = nxt
+        t_root = self.t_root = root[tp]
+        t_answer = self.t_has_answer = target_ok & pv[t_root]
+        bad_move |= (conc | chal | (ret & has_target)) & ~t_answer   # target_without_answer
+        same = self.same_agent = target_ok & (agent[tp] == agent)
+        bad_move |= ret & has_target & ~same                        # retract_not_own
+        down = (rnd[1:] < rnd[:-1]) & (tix[1:] == tix[:-1])
+        if down.any():                 # rounds go down somewhere: check them per agent
+            sel = np.isin(tix, np.unique(tix[1:][down]))
+            t_s, a_s, r_s = tix[sel], agent[sel], rnd[sel]
+            order = np.lexsort((flat[sel], a_s, t_s))
+            t_s, a_s, r_s = t_s[order], a_s[order], r_s[order]
+            fall = (t_s[1:] == t_s[:-1]) & (a_s[1:] == a_s[:-1]) & (r_s[1:] < r_s[:-1])
+            bad_task[t_s[1:][fall]] = True                          # round_decreasing
+        self.has_target, self.conc, self.chal, self.ret = has_target, conc, chal, ret
+        bad_task[tix[bad_move]] = True
+        self.plain = ~bad_task
+        self._resolutions: dict = {}
+
+    # ------------------------------------------------------------------ the automaton, keyed
+    def resolution(self, normalizer: Normalizer, abstain_candidate: str | None = None,
+                   memo: Normalizer | None = None):
+        """``(block, where)``: the :class:`ResolvedBlock` of the plain tasks as
+        :func:`bda_jax.resolve_trace` would resolve them with ``normalizer`` and
+        ``abstain_candidate``, and ``where`` [T] each task's position in it (-1: not plain,
+        the reference path decides). ``None`` when the fast path cannot decide any task (a
+        normalizer that raises, an ``abstain_candidate`` that is no answer). Cached per
+        (normalizer, abstain_candidate); ``memo`` is ``normalizer`` memoized."""
+        key = (normalizer, abstain_candidate)
+        if key not in self._resolutions:
+            try:
+                out = self._resolve(memo or memoized(normalizer), abstain_candidate)
+            except _Fallback:
+                out = None
+            self._resolutions = {key: out} if len(self._resolutions) > 3 else \
+                {**self._resolutions, key: out}
+        return self._resolutions[key]
+
+    def _resolve(self, norm: Normalizer, abstain):
+        T, M = self.T, self.M
+        tix, force, agent = self.tix, self.force_code, self.agent_code
+        pv, conc, chal, ret, has_target = self.pv, self.conc, self.chal, self.ret, self.has_target
+        bad_task = ~self.plain
+        kcode: dict[str, int] = {}
+        code_of = lambda s: kcode.setdefault(s, len(kcode))
+
+        # answer keys (-1: no answer, or "" after normalizing: no answer either)
+        values = self.answer_values
+        used = [k for k in np.unique(self.answer_code).tolist() if values[k] is not None]
+        akey = np.full(int(self.answer_code.max(initial=0)) + 1, -1, np.int64)
+        for k, s in zip(used, _normalize_all(norm, [values[k] for k in used])):
+            if s:
+                akey[k] = code_of(s)
+        mk = akey[self.answer_code]
+        uk = None
+        if abstain is not None:
+            if abstain.__class__ is not str:
+                raise _Fallback
+            (uk_s,) = _normalize_all(norm, [abstain])
+            if not uk_s:
+                raise _Fallback
+            uk = code_of(uk_s)
+
+        # given candidate lists: keys non-empty and distinct, else a task-level error
+        sets = {}
+        for cs in dict.fromkeys(c for c in self.candidates if c is not None):
+            keys = _normalize_all(norm, cs)
+            ok = all(keys) and len(set(keys)) == len(keys)
+            sets[cs] = (ok, tuple(keys), tuple(code_of(k) for k in keys) if ok else ())
+        fixed = np.fromiter((c is not None for c in self.candidates), bool, T)
+        for t, cs in enumerate(self.candidates):
+            if cs is not None and not sets[cs][0]:
+                bad_task[t] = True
+        golds = [g for g in set(self.gold) if g is not None]
+        gkey = dict(zip(golds, _normalize_all(norm, golds)))
+        gold_code = np.fromiter((code_of(gkey[g]) if g is not None and gkey[g] else -1
+                                 for g in self.gold), np.int64, T)
+        NK = max(len(kcode), 1)
+
+        bad = pv & (mk < 0)                                   # missing_answer (normalized)
+        t_aof = np.where(self.t_has_answer, mk[self.t_root], -1)   # the target's answer key
+        ret_t, ret_u = ret & has_target, ret & ~has_target
+        bad |= (conc | ret_t) & (mk >= 0) & (mk != t_aof)      # answer_mismatch / not a candidate
+        bad |= ret_u & (mk < 0)                               # missing_answer
+        sign = np.zeros(M, np.int8)
+        sign[pv] = 1
+        sign[conc & ~self.same_agent] = 1                     # a self-concede carries nothing
+        sign[chal | ret] = -1
+        ckey = np.where(pv | ret_u, mk, np.where(conc | chal | ret_t, t_aof, -1))
+        if ret_u.any():            # retract_unendorsed: an earlier own + of the same candidate
+            flat = np.arange(M, dtype=np.int64)
+            endorse = (sign > 0) & (ckey >= 0) & (agent >= 0)
+            NA = max(len(self.agent_names), 1)
+            comp = (tix * NA + np.maximum(agent, 0)) * NK + np.maximum(ckey, 0)
+            first = _table(comp[endorse], flat[endorse], 0, False)   # earliest such move
+            q = ret_u & (ckey >= 0)
+            at = first(comp[q])
+            earlier = np.zeros(M, bool)
+            earlier[q] = (at >= 0) & (at < flat[q])
+            bad |= ret_u & ~earlier
+        bad_task[tix[bad]] = True
+
+        # candidate slots: given lists (abstain appended if absent), or first-seen answers
+        K_given = np.zeros(T, np.int64)
+        slot_t, slot_k, slot_v = [], [], []
+        fixed_idx = np.flatnonzero(fixed & ~bad_task)
+        if fixed_idx.size:
+            codes = [sets[self.candidates[t]][2] for t in fixed_idx.tolist()]
+            K_given[fixed_idx] = np.fromiter(map(len, codes), np.int64, fixed_idx.size)
+            slot_t.append(np.repeat(fixed_idx, K_given[fixed_idx]))
+            slot_k.append(np.fromiter(itertools.chain.from_iterable(codes), np.int64,
+                                      int(K_given[fixed_idx].sum())))
+            starts = np.cumsum(K_given[fixed_idx]) - K_given[fixed_idx]
+            slot_v.append(np.arange(int(K_given[fixed_idx].sum()))
+                          - np.repeat(starts, K_given[fixed_idx]))
+        fs = pv & ~fixed[tix] & (mk >= 0) & ~bad_task[tix]
+        if uk is not None:
+            fs &= mk != uk
+        fs_flat = np.flatnonzero(fs)
+        groups, first = np.unique(tix[fs_flat] * NK + mk[fs_flat], return_index=True)
+        order = np.argsort(fs_flat[first], kind="stable")
+        g_task, g_key, g_first = groups[order] // NK, groups[order] % NK, fs_flat[first][order]
+        g_slot = np.arange(g_task.size) - np.searchsorted(g_task, g_task)
+        unknown_given = np.zeros(T, bool)
+        if uk is not None:
+            g_slot = g_slot + 1
+            first_seen_idx = np.flatnonzero(~fixed & ~bad_task)
+            slot_t.append(first_seen_idx)
+            slot_k.append(np.full(first_seen_idx.size, uk, np.int64))
+            slot_v.append(np.zeros(first_seen_idx.size, np.int64))
+            if fixed_idx.size:
+                has_uk = np.fromiter((uk in sets[self.candidates[t]][2]
+                                      for t in fixed_idx.tolist()), bool, fixed_idx.size)
+                unknown_given[fixed_idx[~has_uk]] = True       # appended after the candidates
+                slot_t.append(fixed_idx[~has_uk])
+                slot_k.append(np.full(int((~has_uk).sum()), uk, np.int64))
+                slot_v.append(K_given[fixed_idx[~has_uk]])
+        slot_t.append(g_task)
+        slot_k.append(g_key)
+        slot_v.append(g_slot)
+        slot_t, slot_k, slot_v = (np.concatenate(x) if x else np.zeros(0, np.int64)
+                                  for x in (slot_t, slot_k, slot_v))
+        slot = _table(slot_t * NK + slot_k, slot_v, T * NK, T * NK <= 4 * M + 65536)
+        # a propose / vote of a given list names one of its candidates (not the appended one)
+        pvf = np.flatnonzero(pv & fixed[tix] & ~bad_task[tix])
+        if pvf.size:
+            s = slot(tix[pvf] * NK + np.maximum(mk[pvf], 0))
+            miss = (s < 0) | unknown_given[tix[pvf]] & (s == K_given[tix[pvf]])
+            bad_task[tix[pvf[miss]]] = True                        # answer_not_candidate
+        bad_task |= ~fixed & (np.bincount(tix[pv & (mk >= 0)], minlength=T) == 0)   # no candidates
+        if uk is not None:
+            ab = force == _ABSTAIN
+            sign[ab] = 1
+            ckey[ab] = uk
+
+        # ---- the block of the plain tasks
+        ok = ~bad_task
+        where = np.full(T, -1, np.int64)
+        ok_idx = np.flatnonzero(ok)
+        where[ok_idx] = np.arange(ok_idx.size)
+        ok_move = ok[tix]
+        e = np.flatnonzero((sign != 0) & ok_move)
+        e_task = tix[e]
+        e_cand = slot(e_task * NK + np.maximum(ckey[e], 0))
+        e_sign = sign[e]
+        e_conf = np.where(e_sign < 0, np.nan, self.conf[e])
+        m_sel = np.flatnonzero(ok_move)
+        off_new = lambda counts: np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        m_off = off_new(np.diff(self.off)[ok_idx])
+        e_off = off_new(np.bincount(where[e_task], minlength=ok_idx.size)[:ok_idx.size]
+                        if e.size else np.zeros(ok_idx.size, np.int64))
+
+        names = list(kcode)
+        g_lists: dict[int, list] = {}
+        for t, k, f in zip(g_task.tolist(), g_key.tolist(), g_first.tolist()):
+            g_lists.setdefault(t, []).append((names[k], self.answer_values[self.answer_code[f]]))
+        candidates, keys = [], []
+        for t in ok_idx.tolist():
+            cs = self.candidates[t]
+            if cs is not None:
+                ks = sets[cs][1]
+                if unknown_given[t]:
+                    cs, ks = cs + (abstain,), ks + (names[uk],)
+            else:
+                pairs = g_lists.get(t, [])
+                ks = tuple(k for k, _ in pairs)
+                cs = tuple(d for _, d in pairs)
+                if uk is not None:
+                    cs, ks = (abstain,) + cs, (names[uk],) + ks
+            candidates.append(cs)
+            keys.append(ks)
+        gold = np.where(gold_code[ok_idx] >= 0,
+                        slot(ok_idx * NK + np.maximum(gold_code[ok_idx], 0)), -1)
+        gold_missing = (gold_code[ok_idx] >= 0) & (gold < 0)
+        path = self.path
+        block = ResolvedBlock(
+            task_id=[self.task_id[t] for t in ok_idx.tolist()], candidates=candidates, keys=keys,
+            cluster=[self.task_id[t] if self.cluster[t] is None else self.cluster[t]
+                     for t in ok_idx.tolist()],
+            sources=[(path, self.lineno[t]) for t in ok_idx.tolist()],
+            gold=gold.astype(np.int32), gold_missing=gold_missing,
+            agent_names=self.agent_names, m_off=m_off, m_agent=agent[m_sel].astype(np.int32),
+            e_off=e_off, e_agent=agent[e].astype(np.int32), e_cand=e_cand.astype(np.int32),
+            e_sign=e_sign, e_round=self.rounds[e], e_conf=e_conf, e_force=force[e],
+            id_names=self.id_names, e_id=self.id_code[e].astype(np.int32))
+        return block, where
+
+    # ------------------------------------------------------------------ Move objects
+    def moves_of(self, t: int) -> tuple:
+        """Task ``t``'s :class:`~bda_jax.Move` objects (what :func:`bda_jax.parse_trace`
+        builds from the line)."""
+        s, e = int(self.off[t]), int(self.off[t + 1])
+        ids, agents, values = self.id_names, self.agent_names, self.answer_values
+        return moves_from_columns(
+            [ids[c] for c in self.id_code[s:e].tolist()],
+            [agents[c] for c in self.agent_code[s:e].tolist()],
+            self.rounds[s:e].tolist(),
+            [FORCES[f] for f in self.force_code[s:e].tolist()],
+            [values[c] for c in self.answer_code[s:e].tolist()],
+            [ids[c] if c >= 0 else None for c in self.target_code[s:e].tolist()],
+            [None if c != c else c for c in self.conf[s:e].tolist()])
+
+
+# ----------------------------------------------------------------------------------- reading
+class _Lines:
+    """The non-blank lines of a binary file, ``n`` at a time, numbered as
+    :func:`~bda_jax._core.io.numbered_lines` numbers them (``\\n``, ``\\r\\n`` and a bare
+    ``\\r`` end a line) but split a block of the file at a time. Blank here: ASCII whitespace
+    only, which the reference reader skips too; every other line is judged by it."""
+
+    BLOCK = 1 << 18
+
+    def __init__(self, handle, keep_line: Callable[[int], bool] | None):
+        self._handle, self._keep = handle, keep_line
+        self._rest = b""
+        self._lineno = 0
+        self._linenos: list[int] = []
+        self._datas: list[bytes] = []
+        self._at = 0
+        self._eof = False
+
+    def _fill(self) -> None:
+        block = self._handle.read(self.BLOCK)
+        if block:
+            data = self._rest + block
+            raw = data.split(b"\n")
+            self._rest = raw.pop()          # the line the next block completes
+            if not raw:
+                return
+            if b"\r" in data:              # \r\n: drop the \r; a bare \r: more lines
+                raw = [piece for r in raw for piece in (r[:-1] if r.endswith(b"\r") else r)
+                       .split(b"\r")]
+            del data
+        else:
+            self._eof = True
+            raw = self._rest.split(b"\r") if self._rest else []
+            self._rest = b""
+        first = self._lineno + 1
+        self._lineno += len(raw)
+        keep = self._keep
+        self._linenos = [n for n, d in enumerate(raw, first) if (keep is None or keep(n))
+                         and (d[:1] == b"{" or d.strip())]
+        self._datas = [raw[n - first] for n in self._linenos]
+        self._at = 0
+
+    def take(self, n: int) -> tuple[list[int], list[bytes]]:
+        """Up to ``n`` more lines: (line numbers, bytes); empty at the end of the file."""
+        linenos, datas = [], []
+        while len(linenos) < n:
+            if self._at >= len(self._linenos):
+                if self._eof:
+                    break
+                self._fill()
+                continue
+            k = min(len(self._linenos), self._at + n - len(linenos))
+            linenos += self._linenos[self._at:k]
+            datas += self._datas[self._at:k]
+            self._at = k
+        return linenos, datas
+
+
+class _Reader:
+    """Checks chunks of lines in file order: plain tasks from the fast path, every other
+    line through the reference path (:func:`~bda_jax._core.traces.check_trace`)."""
+
+    def __init__(self, path: str, normalizer: Normalizer, lenient: bool,
+                 abstain_candidate: str | None, memo_slow: bool):
+        self.path, self.normalizer, self.lenient = path, normalizer, lenient
+        self.abstain = abstain_candidate
+        self.memo = memoized(normalizer)
+        self.slow_normalizer = self.memo if memo_slow else normalizer
+        self.first_line: dict[str, int] = {}
+        self.skipped: Counter = Counter()
+        self.vocab = _Vocabs()
+        self.decoders = _Decoders()
+
+    def _decode(self, linenos, datas):
+        """Records of the lines the compiled decoder takes; ``kind[k]``: line k's record, or
+        -1 (the reference path reads it)."""
+        if len(datas) < MIN_FAST_LINES:      # too few lines to pay for the arrays
+            return [], [-1] * len(datas), [], []
+        one = self.decoders.one
+        try:
+            return [one(data) for data in datas], range(len(datas)), linenos, datas
+        except msgspec.MsgspecError:         # line by line (one line, one value: exact lines)
+            pass
+        records, kind, fast_linenos, fast_datas = [], [], [], []
+        for lineno, data in zip(linenos, datas):
+            try:
+                records.append(one(data))
+            except msgspec.MsgspecError:
+                try:
+                    records.append(_DECODE(data))     # a value not seen yet?
+                except msgspec.MsgspecError:
+                    kind.append(-1)
+                    continue
+            kind.append(len(fast_datas))
+            fast_linenos.append(lineno)
+            fast_datas.append(data)
+        return records, kind, fast_linenos, fast_datas
+
+    def chunk(self, linenos: list[int], datas: list[bytes], want_traces: bool):
+        """``(block, traces, n_tasks)`` for these lines (``traces`` None unless asked)."""
+        path = self.path
+        records, kind, fast_linenos, fast_datas = self._decode(linenos, datas)
+        fast = (FastTasks(path, fast_linenos, fast_datas, records, self.vocab) if records
+                else None)
+        del records
+        if fast is not None and fast.fresh:
+            self.decoders.learn(*fast.fresh)
+        resolution = (fast.resolution(self.normalizer, self.abstain, self.memo)
+                      if fast is not None else None)
+        where = resolution[1].tolist() if resolution is not None else None
+        first_line = self.first_line
+        order = []                # per task: position in the fast block, or ~k of slow[k]
+        slow_resolved, slow_sources, traces = [], [], [] if want_traces else None
+        for lineno, data, j in zip(linenos, datas, kind):
+            if j >= 0 and where is not None and where[j] >= 0:
+                task_id = fast.task_id[j]
+                if task_id in first_line:
+                    raise TraceError(f"duplicate task_id (first on line {first_line[task_id]})",
+                                     file=path, line=lineno, task_id=task_id, field="task_id")
+                first_line[task_id] = lineno
+                order.append(where[j])
+                if want_traces:
+                    traces.append(lazy_trace(task_id, fast.candidates[j], fast.gold[j],
+                                             fast.cluster[j], (path, lineno), (fast, j)))
+                continue
+            found, raw = decode_json_line(data, path, lineno, TraceError)
+            if not found:
+                continue
+            trace, resolved = check_trace(path, lineno, raw, first_line, self.slow_normalizer,
+                                          self.lenient)
+            if self.lenient:
+                self.skipped.update(s.code for s in trace.skipped)
+            if self.abstain is not None:
+                resolved = resolve_trace(trace, normalizer=self.slow_normalizer,
+                                         lenient=self.lenient, abstain_candidate=self.abstain)
+            order.append(~len(slow_resolved))
+            slow_resolved.append(resolved)
+            slow_sources.append(trace.source)
+            if want_traces:
+                traces.append(trace)
+        if not order:
+            return None, traces, 0
+        if not slow_resolved:
+            block = resolution[0].take(order)
+        else:
+            n_fast = resolution[0].n_tasks if resolution is not None else 0
+            pieces = [ResolvedBlock.from_resolved(slow_resolved, slow_sources)]
+            if n_fast:
+                pieces.insert(0, resolution[0])
+            block = ResolvedBlock.concat(pieces)
+            block = block.take([p if p >= 0 else n_fast + ~p for p in order])
+        return block, traces, len(order)
+
+
+def _open(path: str):
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
+
+
+def read_checked_traces(path, normalizer: Normalizer, lenient: bool,
+                        chunk_lines: int = DEFAULT_CHUNK_LINES) -> list[Trace]:
+    """The traces of :func:`bda_jax.read_traces` (before its empty-file check and lenient
+    warning), read chunk by chunk with the garbage collector paused."""
+    path = os.fspath(path)
+    reader = _Reader(path, normalizer, lenient, None, memo_slow=False)
+    traces: list[Trace] = []
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with _open(path) as handle:
+            lines = _Lines(handle, None)
+            while True:
+                linenos, datas = lines.take(chunk_lines)
+                if not linenos:
+                    break
+                traces.extend(reader.chunk(linenos, datas, True)[1])
+    finally:
+        if was_enabled:
+            gc.enable()
+    return traces
+
+
+def stream_blocks(path, chunk_tasks: int, normalizer: Normalizer, lenient: bool,
+                  abstain_candidate: str | None, keep_line: Callable[[int], bool] | None,
+                  skipped: Counter) -> Iterator[ResolvedBlock]:
+    """The tasks of a trace file as :class:`ResolvedBlock` parts of ``chunk_tasks`` tasks
+    (the last one shorter), checked as :func:`bda_jax.read_traces` checks them; a part is
+    yielded as soon as its last task is read (before any later line is looked at). Lenient
+    skips are counted into ``skipped`` by reason."""
+    path = os.fspath(path)
+    reader = _Reader(path, normalizer, lenient, abstain_candidate, memo_slow=True)
+    reader.skipped = skipped
+    with _open(path) as handle:
+        lines = _Lines(handle, keep_line)
+        done = False
+        while not done:
+            pieces, n = [], 0
+            while n < chunk_tasks:
+                linenos, datas = lines.take(min(chunk_tasks - n, DEFAULT_CHUNK_LINES))
+                if not linenos:
+                    done = True
+                    break
+                block, _, k = reader.chunk(linenos, datas, False)
+                if block is not None:
+                    pieces.append(block)
+                    n += k
+            if pieces:
+                yield ResolvedBlock.concat(pieces)

@@ -1,0 +1,76 @@
+"""Wall time of the default test suite, as README's test command runs it (``make test``), and its
+20 slowest tests (issue 20: the default suite stays under 6 minutes on 2 cores).
+
+The suite runs once in a subprocess with ``PYTEST_ADDOPTS`` adding a JUnit XML report (pytest
+reads the variable on top of ``[tool.pytest.ini_options]``), so the command is exactly the one
+users and CI run. Reported: wall seconds, the sum of the per-test times (larger than the wall
+time when tests run in parallel workers), the number of tests by outcome, the 20 slowest tests,
+the load average before and after (the 2 cores are often shared), target and met.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_suite                  # writes benchmarks/results/suite_cpu.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "suite_cpu.json"
+SCHEMA_VERSION = 1
+TARGET_S = 360.0
+
+
+def slowest(junit: Path, n: int = 20) -> tuple[list[dict], dict]:
+    """The ``n`` slowest test cases of a JUnit XML report and the counts by outcome."""
+    root = ET.parse(junit).getroot()
+    cases, outcomes = [], {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    for tc in root.iter("testcase"):
+        kind = next((c.tag for c in tc if c.tag in ("failure", "error", "skipped")), "passed")
+        outcomes[{"failure": "failed"}.get(kind, kind)] += 1
+        cases.append({"test": f"{tc.get('classname')}::{tc.get('name')}",
+                      "seconds": float(tc.get("time") or 0.0)})
+    cases.sort(key=lambda c: -c["seconds"])
+    return cases[:n], {**outcomes, "sum_of_test_seconds": sum(c["seconds"] for c in cases)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--command", default="make test", help="the suite command (README's)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bda-suite-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        env = dict(os.environ, PYTEST_ADDOPTS=(os.environ.get("PYTEST_ADDOPTS", "")
+                                               + f" --junitxml={junit}").strip())
+        load_before = list(os.getloadavg())
+        t0 = time.perf_counter()
+        rc = subprocess.run(args.command, shell=True, cwd=ROOT, env=env).returncode
+        wall = time.perf_counter() - t0
+        top, outcomes = slowest(junit) if junit.exists() else ([], {})
+    record = {"schema_version": SCHEMA_VERSION, "benchmark": "test_suite",
+              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
+                          "cpu_count": os.cpu_count(),
+                          "sched_affinity": len(os.sched_getaffinity(0))},
+              "load_average": {"before": load_before, "after": list(os.getloadavg())},
+              "command": args.command, "exit_code": rc, "wall_s": wall, "outcomes": outcomes,
+              "slowest_20": top, "target_s": TARGET_S, "met": rc == 0 and wall <= TARGET_S}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"suite: {wall:.0f} s (target <= {TARGET_S:.0f} s), exit {rc}; wrote {args.out}")
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
