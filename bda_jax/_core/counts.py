@@ -57,7 +57,7 @@ def _take_info(info: CountsInfo | None, index) -> CountsInfo | None:
 class _DeviceCache:
     """One device copy of a count collection's arrays and facts read off them once.
 
-    Kept outside the pytree: keyed by the identity of the array fields, so reassigning a field
+    Kept outside the pytree: keyed by the identity of the array fields (held), so reassigning a field
     (``counts.e = ...``) recomputes it, and a JAX transformation (which rebuilds the object from
     its leaves) starts with an empty cache. Arrays built by :meth:`Counts.from_arrays` and the
     tally are owned by the collection and read-only, so they cannot change under the cache."""
@@ -69,13 +69,15 @@ class _DeviceCache:
 
 
 def _leaves_key(obj, fields) -> tuple:
-    return tuple(id(getattr(obj, f)) for f in fields)
+    """The field arrays themselves (compared by identity; holding them keeps an id from being
+    reused by a new array while the cache lives)."""
+    return tuple(getattr(obj, f) for f in fields)
 
 
 def _cache_of(obj, fields) -> "_DeviceCache":
     key = _leaves_key(obj, fields)
     cache = obj._cache
-    if cache is None or cache.key != key:
+    if cache is None or len(cache.key) != len(key) or any(a is not b for a, b in zip(cache.key, key)):
         cache = _DeviceCache(key)
         obj._cache = cache
     return cache

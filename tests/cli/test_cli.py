@@ -17,7 +17,9 @@ runner = CliRunner()
 
 
 def invoke(*args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
+    """One in-process `bda` call on a fixed 160-column console: the tables' line breaks do not
+    depend on the terminal running the tests (pytest-xdist workers report 80 columns)."""
+    return runner.invoke(app, [str(a) for a in args], input=input, env={"COLUMNS": "160"})
 
 
 def ok(result):

@@ -155,7 +155,7 @@ def _cached_keys(path: Path) -> set:
     return {k for k in keys if len(k) == 64}     # the reply rows (a reserved row holds the version)
 
 
-@pytest.mark.parametrize("kill_after", [6, 30])       # inside round 0 / in a later round
+@pytest.mark.parametrize("kill_after", [pytest.param(6, marks=pytest.mark.slow), 30])  # round 0 (slow) / later
 def test_kill_9_and_resume_repeat_no_cached_request(tmp_path, kill_after):
     qpath = _questions(tmp_path / "q.jsonl", 6)
     with FakeServer(delay_s=0.05) as srv:
