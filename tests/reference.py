@@ -68,3 +68,33 @@ def traces_without_run_extras(path) -> list[dict]:
     return [{**t.to_json(), "moves": [{k: v for k, v in m.to_json().items()
                                        if k not in ("latency_s", "cache_hit")} for m in t.moves]}
             for t in bda_jax.read_traces(path)]
+
+
+def load_fuzz_module():
+    """benchmarks/fuzz_traces.py as a module (the mutation generator the fuzz tests share)."""
+    import importlib.util
+    import sys
+    name = "_bda_fuzz_traces"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "fuzz_traces.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def outcome(run, label="ok"):
+    """(label, value, warnings) or ("error", type, message, file, line, task, move, field) of a
+    call, so that two readers' results, errors and warnings can be compared whole. JAX's notice
+    of a compilation-cache entry another test process was still writing is not the reader's."""
+    import warnings
+    import bda_jax as bda
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = run()
+        except bda.BdaError as err:
+            return ("error", type(err).__name__, str(err), err.file, err.line, err.task_id,
+                    err.move_id, err.field)
+    return (label, value, [str(w.message) for w in caught
+                           if "persistent compilation cache" not in str(w.message)])

@@ -9,12 +9,8 @@ The reference is ``_read_traces_reference`` (``json`` with the repeated-key hook
 ``resolve_trace`` per trace (they carry no fast columns).
 """
 import dataclasses
-import importlib.util
 import json
 import random
-import sys
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,9 +23,8 @@ from bda_jax._core import fastparse  # private: the fast path's size threshold
 from bda_jax._core.fastparse import read_checked_traces  # private: the chunk size knob
 from bda_jax._core.traces import _read_traces_reference  # private: the reference reader
 from bda_jax._core.traces import mark_field_checked  # private: in-memory traces, not re-parsed
-from reference import EXAMPLE
+from reference import EXAMPLE, load_fuzz_module, outcome
 
-_ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("task", "agent", "N", "e", "c", "e0", "conf0", "mask", "K", "gold", "gold_missing",
           "cluster")
 SETTINGS = dict(deadline=None, derandomize=True,
@@ -41,28 +36,6 @@ def every_chunk_fast(monkeypatch):
     """Small files take the fast path too (by default a chunk under MIN_FAST_LINES lines goes
     to the reference path whole), so these tests compare it on every file."""
     monkeypatch.setattr(fastparse, "MIN_FAST_LINES", 1)
-
-
-def _load_fuzz():
-    name = "_bda_fuzz_traces"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _ROOT / "benchmarks" / "fuzz_traces.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def outcome(run):
-    """("ok", value, warnings) or ("error", type, message, file, line, task, move, field)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            value = run()
-        except bda.BdaError as err:
-            return ("error", type(err).__name__, str(err), err.file, err.line, err.task_id,
-                    err.move_id, err.field)
-    return ("ok", value, [str(w.message) for w in caught])
 
 
 def same_counts(a, b) -> bool:
@@ -307,7 +280,7 @@ def test_a_large_plain_file_takes_the_fast_path_and_agrees(tmp_path):
 
 def test_fuzzed_files_read_and_tally_alike(tmp_path):
     """The fuzzer's mutated files (bytes, types, targets, rounds, ids, repeated keys, ...)."""
-    fuzz = _load_fuzz()
+    fuzz = load_fuzz_module()
     examples = fuzz.load_examples()
     rng = random.Random(2026)
     path = tmp_path / "case.jsonl"

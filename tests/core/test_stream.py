@@ -4,21 +4,16 @@ The stream runs the same checks as read_traces (same errors: file, line, task, m
 the same packing as tally, chunk by chunk; these tests pin both, plus sharding of the file and
 the memory the stream holds.
 """
-import importlib.util
 import random
-import sys
 import tracemalloc
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bda_jax as bda
 from bda_jax.simulate import simulate_council
-from reference import EXAMPLE
+from reference import EXAMPLE, load_fuzz_module, outcome
 
-_ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("task", "agent", "N", "e", "c", "e0", "conf0", "mask", "K", "gold", "gold_missing",
           "cluster")
 
@@ -103,31 +98,10 @@ def test_lenient_mode_matches_and_warns_alike(tmp_path):
     assert_same_counts(ref, got)
 
 
-def _load_fuzz():
-    name = "_bda_fuzz_traces"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _ROOT / "benchmarks" / "fuzz_traces.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def _outcome(run):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            counts = run()
-        except bda.BdaError as err:
-            return ("error", type(err).__name__, str(err), err.file, err.line, err.task_id,
-                    err.move_id, err.field)
-    return ("counts", counts, [str(w.message) for w in caught])
-
-
 def test_errors_match_read_traces_on_fuzzed_files(tmp_path):
     """The fuzzer's mutated files (bad JSON, bytes, types, targets, rounds, ids, ...): the
     stream gives the same counts or the same error, strict and lenient, sharded reader too."""
-    fuzz = _load_fuzz()
+    fuzz = load_fuzz_module()
     examples = fuzz.load_examples()
     rng = random.Random(20261130)
     path = tmp_path / "case.jsonl"
@@ -136,10 +110,10 @@ def test_errors_match_read_traces_on_fuzzed_files(tmp_path):
         case = fuzz.make_case(rng, examples, max_tasks=3)
         path.write_bytes(case.data)
         for lenient in (False, True):
-            ref = _outcome(lambda: bda.tally(bda.read_traces(path, lenient=lenient),
+            ref = outcome(label="counts", run=lambda: bda.tally(bda.read_traces(path, lenient=lenient),
                                              lenient=lenient))
             for shard in (None, (0, 1)):
-                got = _outcome(lambda: bda.tally_stream(path, lenient=lenient, shard=shard,
+                got = outcome(label="counts", run=lambda: bda.tally_stream(path, lenient=lenient, shard=shard,
                                                         chunk_tasks=1 + case_no % 2))
                 assert got[0] == ref[0], (case.mutations, ref, got)
                 if ref[0] == "error":
