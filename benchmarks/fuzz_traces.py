@@ -295,6 +295,16 @@ def _move_site(rng, doc, pred=None):
     return rng.choice(sites) if sites else None
 
 
+def _set_move_field(rng, doc, key, value) -> bool:
+    """Set ``key`` of a random dict move to ``value()`` (drawn after the move is chosen);
+    False when the document has no such move."""
+    site = _move_site(rng, doc)
+    if not site:
+        return False
+    site[1][site[2]][key] = value()
+    return True
+
+
 def _ids(moves) -> list:
     return [m["id"] for m in moves if isinstance(m, dict) and "id" in m]
 
@@ -395,20 +405,12 @@ _FORCES_WEIRD = ["attack", "", " ", "suppport", "propose.", "con cede", "PROPOSE
 
 @mutator
 def unknown_force(rng, doc):
-    site = _move_site(rng, doc)
-    if not site:
-        return False
-    site[1][site[2]]["force"] = rng.choice(_FORCES_WEIRD)
-    return True
+    return _set_move_field(rng, doc, "force", lambda: rng.choice(_FORCES_WEIRD))
 
 
 @mutator
 def swap_force(rng, doc):
-    site = _move_site(rng, doc)
-    if not site:
-        return False
-    site[1][site[2]]["force"] = rng.choice(bda_jax.FORCES)
-    return True
+    return _set_move_field(rng, doc, "force", lambda: rng.choice(bda_jax.FORCES))
 
 
 @mutator
@@ -833,11 +835,7 @@ _BLANKS = ["", " ", "\t", "\u3000", "\u00a0", "$$", "\\boxed{}", "$ $", "\\boxed
 def empty_answer(rng, doc):
     """An empty, blank or empty-after-normalization answer (no answer: a propose or vote with it
     is inadmissible; on a concede or retract it is absent)."""
-    site = _move_site(rng, doc)
-    if not site:
-        return False
-    site[1][site[2]]["answer"] = rng.choice(_BLANKS)
-    return True
+    return _set_move_field(rng, doc, "answer", lambda: rng.choice(_BLANKS))
 
 
 @mutator
