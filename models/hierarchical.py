@@ -233,25 +233,25 @@ def replicate_endorsements(key, params, data: ReliabilityData) -> jax.Array:
     predictive checks: g_t drawn from the task's class posterior given θ (gold where known),
     the number of informative moves N[t, i] kept, Binomial(N, θ_i) of them endorse g_t, the rest
     endorse wrong candidates uniformly. (Only positive endorsements are replicated: the story
-    does not say which inconsistent moves are challenges.)"""
+    does not say which inconsistent moves are challenges.)
+
+    Drawn as one multinomial per (task, seat) over the K slots plus a sink: slot g_t with
+    probability θ_i, each wrong slot with (1 − θ_i) / (number of wrong slots), the sink with
+    1 − θ_i when the task has no wrong slot (those moves endorse nothing). That is the same joint
+    law as the binomial-then-uniform story, with one binomial sampler in the compiled program
+    (``jax.random.multinomial`` scans the slots) instead of K + 1 inlined ones."""
     theta = _theta_of(params, data)
-    k_g, k_c, k_w = jax.random.split(key, 3)
+    k_g, k_m = jax.random.split(key)
     T, I, K = data.c.shape
     lp = task_class_log_post({"theta": theta}, data)
     g = jax.random.categorical(k_g, lp, axis=-1)                                    # [T]
-    cons = jax.random.binomial(k_c, data.N, jnp.broadcast_to(theta, (T, I)))
-    wrong = (data.mask & (jnp.arange(K)[None, :] != g[:, None])).astype(data.N.dtype)   # [T, K]
-    # the inconsistent moves spread uniformly over the wrong slots: a multinomial drawn as K
-    # conditional binomials (slot k takes Binomial(left, 1 / wrong slots left))
-    left = data.N - cons                                                             # [T, I]
-    slots_left = jnp.broadcast_to(wrong.sum(-1, keepdims=True), (T, I))
-    keys = jax.random.split(k_w, K)
-    rest = []
-    for k in range(K):
-        p = jnp.where(slots_left > 0, wrong[:, k:k + 1] / jnp.maximum(slots_left, 1), 0.0)
-        take = jnp.where(wrong[:, k:k + 1] > 0, jax.random.binomial(keys[k], left, p), 0.0)
-        rest.append(take)
-        left, slots_left = left - take, slots_left - wrong[:, k:k + 1]
-    rest = jnp.stack(rest, -1).astype(jnp.int32)                                    # [T, I, K]
-    cons = cons.astype(jnp.int32)
-    return rest + jax.nn.one_hot(g, K, dtype=jnp.int32)[:, None, :] * cons[..., None]
+    right = jax.nn.one_hot(g, K, dtype=theta.dtype)                                 # [T, K]
+    wrong = (data.mask & (jnp.arange(K)[None, :] != g[:, None])).astype(theta.dtype)   # [T, K]
+    n_wrong = wrong.sum(-1, keepdims=True)                                          # [T, 1]
+    th = theta[None, :, None]                                                       # [1, I, 1]
+    p = jnp.concatenate([th * right[:, None, :]
+                         + (1 - th) * (wrong / jnp.maximum(n_wrong, 1))[:, None, :],
+                         jnp.broadcast_to((1 - th) * (n_wrong[:, None, :] == 0), (T, I, 1))],
+                        axis=-1)                                                    # [T, I, K + 1]
+    draws = jax.random.multinomial(k_m, data.N.astype(theta.dtype), p)
+    return draws[..., :K].astype(jnp.int32)

@@ -54,24 +54,16 @@ _EXACT_TABLE_ENTRIES = 1 << 21   # I (max N + 1) up to this: one-coin large coun
 def _excess_table(par, table_size):
     """[I, S] table of lgamma(p + n) - lgamma(p) - n log p, n < S, accurate in float32.
 
-    Removing n log p leaves O(n log n) values at most; for p >= 10 Stirling's series gives the
-    difference as (p + n - 1/2) log1p(n / p) - n + tail(p + n) - tail(p) without forming the large
-    log-Gamma values (at p = 1e3 a direct float32 difference would be off by ~1e-3).
+    By the recurrence Γ(x + 1) = x Γ(x) the difference is a finite sum,
+    lgamma(p + n) - lgamma(p) - n log p = Σ_{j<n} log1p(j / p): each term is accurate to float32
+    rounding for any p > 0 (no large log-Gamma values cancel: at p = 1e3 a direct float32
+    difference would be off by ~1e-3), and the cumulative sum over S <= 64 terms keeps the
+    table within ~S ulp of its largest entry. It compiles in a fraction of the time of XLA's
+    log-Gamma expansion (0.2 s against 0.6 s at S = 64 on CPU), which every new shape pays.
     """
-    n = jnp.arange(table_size, dtype=par.dtype)[None, :]
-    p = par[:, None]
-    big = p >= 10.0
-    ps = jnp.where(big, p, 10.0)
-
-    def tail(x):                      # lgamma(x) - Stirling's main part, x >= 10
-        inv = 1.0 / x
-        inv2 = inv * inv
-        return inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0)))
-
-    stirling = (ps + n - 0.5) * jnp.log1p(n / ps) - n + (tail(ps + n) - tail(ps))
-    pd = jnp.where(big, 1.0, p)
-    direct = gammaln(pd + n) - gammaln(pd) - n * jnp.log(pd)
-    return jnp.where(big, stirling, direct)
+    j = jnp.arange(table_size - 1, dtype=par.dtype)[None, :]
+    steps = jnp.log1p(j / par[:, None])                                  # [I, S - 1]
+    return jnp.concatenate([jnp.zeros_like(steps[:, :1]), jnp.cumsum(steps, axis=1)], axis=1)
 
 
 def _pair_table(alpha, beta, S):

@@ -275,3 +275,28 @@ def test_force_groups_from_traces():
     init = hm.default_init(data)
     assert init["mu"].shape == (len(set(forces)),)
     assert np.all(np.isfinite(np.asarray(hm.task_log_lik(init, data))))
+
+
+def test_replicated_endorsements_follow_the_story():
+    """Gold known (so g_t is the gold): each seat's N moves split Binomial(N, θ_i) onto g_t and
+    uniformly over the task's wrong slots; a task with one candidate keeps only the Binomial
+    part. Means and the per-draw totals are checked against that story over 4,000 draws."""
+    N = np.array([[12.0, 12.0], [9.0, 9.0]])
+    mask = np.array([[True, True, True], [True, False, False]])      # K_t = 3 and K_t = 1
+    zeros = np.zeros((2, 2, 3))
+    data = hm.reliability_data_from_arrays(N, zeros, zeros, mask, gold=np.array([1, 0]))
+    theta = np.array([0.8, 0.3], np.float32)
+    keys = jax.random.split(jax.random.key(5), 4000)
+    reps = np.asarray(jax.jit(jax.vmap(lambda k: hm.replicate_endorsements(
+        k, {"theta": theta}, data)))(keys))                           # [R, T, I, K]
+    assert reps.dtype == np.int32 and reps.shape == (4000, 2, 2, 3)
+    assert np.all(reps.sum(-1)[:, 0] == 12)                          # every move endorses a slot
+    assert np.all(reps[:, 1, :, 1:] == 0)                            # masked slots stay empty
+    mean = reps.mean(0)
+    se = np.sqrt(12 * 0.25 / 4000) * 4                               # 4 standard errors at most
+    np.testing.assert_allclose(mean[0, :, 1], 12 * theta, atol=se)
+    np.testing.assert_allclose(mean[0, :, 0], 12 * (1 - theta) / 2, atol=se)
+    np.testing.assert_allclose(mean[0, :, 2], 12 * (1 - theta) / 2, atol=se)
+    np.testing.assert_allclose(mean[1, :, 0], 9 * theta, atol=se)
+    var = reps[:, 0, :, 1].var(0)                                    # Binomial variance
+    np.testing.assert_allclose(var, 12 * theta * (1 - theta), rtol=0.1)
