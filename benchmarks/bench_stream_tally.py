@@ -2,7 +2,8 @@
 
 Targets (2 cores, this machine; best of ``--repeats`` runs, 3 by default):
 
-* ``tally_stream`` (``dense`` and ``pairs``) over the 10M-move file: >= 1 M moves/s, peak RSS
+* ``tally_stream`` (``dense`` and ``pairs``) over the 10M-move file, with the default (automatic)
+  number of parse workers: >= 1 M moves/s, peak RSS of the process plus its parse workers
   <= 1 GiB;
 * ``tally(read_traces(path))`` on the first ``--reference-moves`` moves: >= 1 M moves/s;
 * equal results: the streamed counts equal ``tally(read_traces(...))`` and the fast reader's
@@ -11,7 +12,9 @@ Targets (2 cores, this machine; best of ``--repeats`` runs, 3 by default):
 The line-by-line reference (``json`` + ``parse_trace`` + ``resolve_trace`` per task, what
 ``read_traces`` ran before the fast reader) is timed on the same prefix in the same way; the
 ratio fast / reference is reported. The crowd rows time ``load_crowd`` on the largest
-registered crowd set found in the shared data folder, and ``to_traces`` + ``tally`` on it.
+registered crowd set found in the shared data folder, and ``to_traces`` + ``tally`` on it, in
+the dense layout (a [T, I, K] grid: 42,624 x 57 x 3 cells for 216,725 labels on
+crowdscale_fact) and in the pair layout crowd data takes (docs/architecture.md).
 The machine is shared: ``load_average`` is recorded before and after.
 
 What is measured:
@@ -22,10 +25,16 @@ What is measured:
   challenges another agent's proposal, or (rarely) abstains. 15 moves per task, gold and a
   cluster per task; 666,667 tasks = 10,000,005 moves (823 MiB).
 * ``stream``: :func:`bda_jax.tally_stream` over the whole file, in a fresh subprocess per layout
-  (``dense`` [T, I, K] tensors and ``pairs``), timed inside the child around the call only.
-  Peak RSS is the child's ``ru_maxrss`` as returned by ``os.wait4`` for that child (the
-  interpreter, NumPy and JAX imports included; ``baseline_rss_mb`` is the child's RSS after
-  its imports, before the tally). ``meets_2GB``: peak RSS <= 2 GiB.
+  (``dense`` [T, I, K] tensors and ``pairs``), timed inside the child around the call only,
+  with the default ``workers`` (``workers``: how many parse worker processes the automatic
+  choice starts for this file on this machine). Peak RSS is the child's ``ru_maxrss`` as
+  returned by ``os.wait4`` for that child (the interpreter, NumPy and JAX imports included;
+  ``baseline_rss_mb`` is the child's RSS after its imports, before the tally), plus each parse
+  worker's ``VmHWM`` sampled every 50 ms while it runs (``workers_peak_rss_mb``; their
+  ``ru_maxrss`` would count the pages shared with the child before ``exec``):
+  ``total_peak_rss_mb``. ``meets_2GB``: total peak RSS <= 2 GiB. ``stream_dense_workers_1``:
+  the dense stream with ``workers=1`` (one process; ``--one-process-repeats`` runs), whose
+  speed the dense row's ``ratio_to_workers_1`` divides by.
 * ``in_memory_reference``: ``tally(read_traces(prefix))`` on the first ``--reference-moves``
   moves, in a subprocess the same way (its memory grows with the number of tasks:
   ``rss_per_move_bytes``); ``line_by_line_reference``: the same with the reference reader.
@@ -53,6 +62,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bda_jax._core import fastparse  # private: the parse workers' automatic count
 
 SCHEMA_VERSION = 2
 TARGET_MOVES_PER_S = 1_000_000
@@ -121,37 +132,64 @@ def write_council_jsonl(path: Path, n_tasks: int, seed: int, block: int = 10_000
 
 # ------------------------------------------------------------------------------- measurements
 _CHILD = r"""
-import json, sys, time
+import json, os, resource, sys, threading, time
 import jax
 import numpy as np
 import bda_jax as bda
 mode, path, layout = sys.argv[1], sys.argv[2], sys.argv[3]
-def rss_kb():
-    with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-start_rss = rss_kb()
+workers = None if sys.argv[4] == "auto" else int(sys.argv[4])
+def status_kb(pid, key):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith(key))
+    except (OSError, StopIteration):
+        return None
+# the parse workers' peak RSS (VmHWM), sampled while they run: their ru_maxrss would count the
+# pages they shared with this process before exec
+worker_hwm, done = {}, threading.Event()
+def sample():
+    me = os.getpid()
+    while not done.wait(0.05):
+        try:
+            with open(f"/proc/{me}/task/{me}/children") as f:
+                pids = f.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            hwm = status_kb(pid, "VmHWM:")
+            if hwm is not None:
+                worker_hwm[pid] = max(worker_hwm.get(pid, 0), hwm)
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
+start_rss = status_kb("self", "VmRSS:")
 t0, c0 = time.perf_counter(), time.process_time()
 if mode == "stream":
-    counts = bda.tally_stream(path, layout=layout)
+    counts = bda.tally_stream(path, layout=layout, workers=workers)
 elif mode == "reference":      # the line-by-line reader (private: the benchmark's reference)
     from bda_jax._core.traces import _read_traces_reference
     counts = bda.tally(_read_traces_reference(path), layout=layout)
 else:
     counts = bda.tally(bda.read_traces(path), layout=layout)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+done.set()
+sampler.join()
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
 out = {"wall_s": wall, "cpu_s": cpu, "n_tasks": int(counts.shape[0]),
        "shape": list(counts.shape), "informative_moves": int(np.asarray(counts.N).sum()),
-       "baseline_rss_kb": start_rss,
+       "baseline_rss_kb": start_rss, "workers_started": len(worker_hwm),
+       "workers_peak_rss_kb": sorted(worker_hwm.values()),
+       "workers_cpu_s": children.ru_utime + children.ru_stime,
        "result_bytes": int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(counts)))}
 print("RESULT " + json.dumps(out))
 """
 
 
-def run_child(mode: str, path: Path, layout: str) -> dict:
+def run_child(mode: str, path: Path, layout: str, workers: str = "auto") -> dict:
     """One tally in a fresh interpreter. Its peak RSS is ``ru_maxrss`` from ``os.wait4`` on that
-    child alone (RUSAGE_CHILDREN would be the maximum over every child reaped so far)."""
+    child alone (RUSAGE_CHILDREN would be the maximum over every child reaped so far); the parse
+    workers' peak RSS is sampled in the child (``workers_peak_rss_mb``, one entry per worker)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(path), layout],
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(path), layout, workers],
                             stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
     out = proc.stdout.read()
     proc.stdout.close()
@@ -161,18 +199,22 @@ def run_child(mode: str, path: Path, layout: str) -> dict:
         raise RuntimeError(f"{mode} {layout}: the child failed with exit code {proc.returncode}")
     result = json.loads(next(l for l in out.splitlines() if l.startswith("RESULT "))[7:])
     result["peak_rss_mb"] = usage.ru_maxrss / 1024          # Linux: kilobytes
+    result["workers_peak_rss_mb"] = [kb / 1024 for kb in result.pop("workers_peak_rss_kb")]
+    result["total_peak_rss_mb"] = result["peak_rss_mb"] + sum(result["workers_peak_rss_mb"])
     result["baseline_rss_mb"] = result.pop("baseline_rss_kb") / 1024
     result["result_mb"] = result.pop("result_bytes") / 2**20
     return result
 
 
-def best_of(repeats: int, mode: str, path: Path, layout: str, n_moves: int) -> dict:
+def best_of(repeats: int, mode: str, path: Path, layout: str, n_moves: int,
+            workers: str = "auto") -> dict:
     """``run_child`` ``repeats`` times: the fastest run's numbers, every run's wall time, and the
-    largest peak RSS of all runs."""
-    runs = [run_child(mode, path, layout) for _ in range(repeats)]
+    largest peak RSS of all runs (this process, and this process plus its parse workers)."""
+    runs = [run_child(mode, path, layout, workers) for _ in range(repeats)]
     best = dict(min(runs, key=lambda r: r["wall_s"]))
     best["walls_s"] = [r["wall_s"] for r in runs]
     best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    best["total_peak_rss_mb"] = max(r["total_peak_rss_mb"] for r in runs)
     best["moves"] = n_moves
     best["moves_per_s"] = n_moves / best["wall_s"]
     best["moves_per_cpu_s"] = n_moves / best["cpu_s"]
@@ -201,8 +243,11 @@ def crowd_rows(repeats: int) -> dict | None:
     n = len(data.labels)
     load = min(_timed(lambda: datasets.load_crowd(best_name)) for _ in range(repeats))
     tally = min(_timed(lambda: bda.tally(datasets.to_traces(data))) for _ in range(repeats))
+    pairs = min(_timed(lambda: bda.tally(datasets.to_traces(data), layout="pairs"))
+                for _ in range(repeats))
     return {"name": best_name, "labels": n, "load_s": load, "load_labels_per_s": n / load,
-            "to_traces_tally_s": tally, "to_traces_tally_labels_per_s": n / tally}
+            "to_traces_tally_s": tally, "to_traces_tally_labels_per_s": n / tally,
+            "to_traces_tally_pairs_s": pairs, "to_traces_tally_pairs_labels_per_s": n / pairs}
 
 
 def _timed(fn) -> float:
@@ -250,7 +295,8 @@ def machine() -> dict:
     return {"platform": platform.platform(), "machine": platform.machine(),
             "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "sched_affinity": len(os.sched_getaffinity(0)), "numpy": np.__version__,
-            "jax": jax.__version__, "bda_jax": bda_jax.__version__}
+            "jax": jax.__version__, "bda_jax": bda_jax.__version__,
+            "parse_workers_env": os.environ.get(fastparse.WORKERS_ENV)}
 
 
 def main(argv=None) -> int:
@@ -262,6 +308,9 @@ def main(argv=None) -> int:
     ap.add_argument("--layouts", default="dense,pairs")
     ap.add_argument("--repeats", type=int, default=3, help="runs per measurement (best kept)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--one-process-repeats", type=int, default=1,
+                    help="runs of tally_stream dense with workers=1 (the one-process reference "
+                         "of the workers' speed-up; 0: skip)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
 
@@ -282,15 +331,23 @@ def main(argv=None) -> int:
     print(f"equal_to_tally on 3000 tasks: {equal}", flush=True)
 
     load_before = os.getloadavg()
+    auto = fastparse.auto_workers(path.stat().st_size)
     stream = {}
     for layout in args.layouts.split(","):
         r = best_of(args.repeats, "stream", path, layout, n_moves)
-        r["meets_2GB"] = r["peak_rss_mb"] <= 2048
-        r["meets_1GB"] = r["peak_rss_mb"] <= TARGET_RSS_MB
+        r["workers"] = auto if auto > 1 else 1
+        r["meets_2GB"] = r["total_peak_rss_mb"] <= 2048
+        r["meets_1GB"] = r["total_peak_rss_mb"] <= TARGET_RSS_MB
         stream[layout] = r
-        print(f"stream {layout}: {r['wall_s']:.1f} s, {r['moves_per_s']:,.0f} moves/s, "
-              f"peak RSS {r['peak_rss_mb']:.0f} MiB (baseline {r['baseline_rss_mb']:.0f}, "
+        print(f"stream {layout} ({r['workers']} parse workers): {r['wall_s']:.1f} s, "
+              f"{r['moves_per_s']:,.0f} moves/s, peak RSS {r['peak_rss_mb']:.0f} MiB + workers "
+              f"{sum(r['workers_peak_rss_mb']):.0f} MiB (baseline {r['baseline_rss_mb']:.0f}, "
               f"result {r['result_mb']:.0f} MiB)", flush=True)
+    one = None
+    if args.one_process_repeats > 0 and "dense" in stream:
+        one = best_of(args.one_process_repeats, "stream", path, "dense", n_moves, workers="1")
+        print(f"stream dense, workers=1: {one['wall_s']:.1f} s, {one['moves_per_s']:,.0f} moves/s",
+              flush=True)
 
     ref_tasks = -(-args.reference_moves // MOVES_PER_TASK)
     ref_path = args.dir / f"head_{ref_tasks}.jsonl"
@@ -318,13 +375,18 @@ def main(argv=None) -> int:
 
     rows = [row(f"tally_stream {layout}", r["moves_per_s"], "moves/s",
                 f">= {TARGET_MOVES_PER_S:,} moves/s", r["moves_per_s"] >= TARGET_MOVES_PER_S,
-                ratio_to_line_by_line=r["moves_per_s"] / slow["moves_per_s"])
+                workers=r["workers"], ratio_to_line_by_line=r["moves_per_s"] / slow["moves_per_s"],
+                **({"ratio_to_workers_1": r["moves_per_s"] / one["moves_per_s"]}
+                   if one and layout == "dense" else {}))
             for layout, r in stream.items()]
-    rows += [row(f"tally_stream {layout} peak RSS", r["peak_rss_mb"], "MiB",
-                 f"<= {TARGET_RSS_MB} MiB", r["meets_1GB"]) for layout, r in stream.items()]
+    rows += [row(f"tally_stream {layout} peak RSS (this process + parse workers)",
+                 r["total_peak_rss_mb"], "MiB", f"<= {TARGET_RSS_MB} MiB", r["meets_1GB"],
+                 this_process_mb=r["peak_rss_mb"], workers_mb=r["workers_peak_rss_mb"])
+             for layout, r in stream.items()]
+    ref_workers = fastparse.auto_workers(ref_path.stat().st_size)
     rows.append(row("read_traces + tally (in memory)", ref["moves_per_s"], "moves/s",
                     f">= {TARGET_MOVES_PER_S:,} moves/s", ref["moves_per_s"] >= TARGET_MOVES_PER_S,
-                    moves=ref_moves, ratio_to_line_by_line=ref["moves_per_s"] / slow["moves_per_s"]))
+                    moves=ref_moves, workers=ref_workers, ratio_to_line_by_line=ref["moves_per_s"] / slow["moves_per_s"]))
     rows.append(row("equal results (stream = tally = line-by-line reference)", equal, "bool",
                     "every array, info and trace equal", equal))
     if crowd:
@@ -335,6 +397,10 @@ def main(argv=None) -> int:
                         crowd["to_traces_tally_labels_per_s"], "labels/s",
                         f">= {TARGET_MOVES_PER_S:,} labels/s",
                         crowd["to_traces_tally_labels_per_s"] >= TARGET_MOVES_PER_S))
+        rows.append(row(f"to_traces + tally(layout='pairs') {crowd['name']}",
+                        crowd["to_traces_tally_pairs_labels_per_s"], "labels/s",
+                        f">= {TARGET_MOVES_PER_S:,} labels/s",
+                        crowd["to_traces_tally_pairs_labels_per_s"] >= TARGET_MOVES_PER_S))
 
     result = {
         "schema_version": SCHEMA_VERSION,
@@ -349,6 +415,7 @@ def main(argv=None) -> int:
         "rows": rows,
         "met": all(r["met"] for r in rows),
         "stream": stream,
+        "stream_dense_workers_1": one,
         "meets_2GB": all(r["meets_2GB"] for r in stream.values()),
         "meets_1GB": all(r["meets_1GB"] for r in stream.values()),
         "equal_to_tally": equal,

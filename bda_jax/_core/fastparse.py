@@ -21,34 +21,61 @@ escaped quotes are taken out, every ``"`` of a valid JSON line delimits a string
 without a repeated key has exactly one string token per key and per string value of its
 decoded record. A chunk whose count is off has its lines checked one by one, and a line whose
 count is off goes to the reference path (which names the key).
+
+Parse workers: a large regular file (:func:`auto_workers`; ``workers=`` of
+:func:`bda_jax.tally_stream`, ``$BDA_JAX_PARSE_WORKERS``) is cut into segments of whole lines
+(:data:`SEGMENT_BYTES`), and worker processes -- Python with NumPy and msgspec, started without
+importing JAX -- decode, check and (with a package normalizer) resolve their segments' chunks
+exactly as above, while this process finishes every chunk in file order (:meth:`_Reader.finish`:
+duplicate task ids, the reference path for every other line, its errors and lenient skips) and,
+with one or two workers, prepares a share of the segments itself (:data:`_OWN_PERIOD`). A
+request is a byte range; a reply is msgpack (strings, numbers) plus raw array bytes, never a
+pickle. A chunk is the same whichever process prepared it, so results, errors and warnings are
+those of one process; a worker that stops leaves the rest of the file to this process (with a
+:class:`RuntimeWarning`).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import operator
 import os
+import queue
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import threading
 from collections import Counter
-from typing import Annotated, Callable, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Annotated, Callable, Iterator, Literal, Sequence
 
 import msgspec
 import numpy as np
 from msgspec import UNSET, UnsetType
 
-from .counts import ResolvedBlock
 from .errors import TraceError
 from .io import decode_json_line
-from .normalize import Normalizer, memoized, normalize_id
+from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
+if TYPE_CHECKING:
+    from .counts import ResolvedBlock
 from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, moves_from_columns,
                      resolve_trace)
 
-__all__ = ["FastTasks", "read_checked_traces", "stream_blocks", "DEFAULT_CHUNK_LINES"]
+__all__ = ["FastTasks", "read_checked_traces", "stream_blocks", "check_workers", "auto_workers",
+           "DEFAULT_CHUNK_LINES", "BLOCK_ARRAYS"]
 
 #: Lines decoded and resolved at a time by :func:`read_checked_traces`.
 DEFAULT_CHUNK_LINES = 2048
 #: A chunk of fewer lines goes to the reference path whole: the arrays cost a few ms a chunk,
 #: the reference path about 0.2 ms a task.
 MIN_FAST_LINES = 16
+
+#: The array fields of a :class:`~bda_jax._core.counts.ResolvedBlock` that
+#: :meth:`FastTasks.resolved_columns` computes (the rest come from the chunk's columns).
+BLOCK_ARRAYS = ("gold", "gold_missing", "m_off", "m_agent", "e_off", "e_agent", "e_cand",
+                "e_sign", "e_round", "e_conf", "e_force", "e_id")
 
 _NAN = float("nan")
 _FORCE_CODE = {f: k for k, f in enumerate(FORCES)}
@@ -292,6 +319,16 @@ class _AnswerVocab(_Vocab):
         self.values.extend(None if b else a for a, b in zip(values, _blanks(values)))
 
 
+def _coded(vocab: _Vocab, column) -> list[np.ndarray]:
+    """``vocab.codes(column)``; a column given coded, ``(values, codes)``, is looked up by its
+    distinct values only."""
+    if column.__class__ is tuple:
+        values, codes = column
+        (lut,) = vocab.codes(list(values))
+        return [lut[codes] if len(values) else np.zeros(len(codes), np.int64)]
+    return vocab.codes(column)
+
+
 class _Vocabs:
     """The vocabularies one reader shares across its chunks (``unbounded``: one use, never
     started afresh)."""
@@ -319,7 +356,7 @@ class FastTasks:
                  records: Sequence[_TaskRecord], vocab: "_Vocabs | None" = None):
         mlists = [r.moves for r in records]
         ms = list(itertools.chain.from_iterable(mlists))
-        self._build(path, linenos, [len(m) for m in mlists],
+        self._build(path, linenos, list(map(len, mlists)),
                     [r.task_id for r in records], [r.candidates for r in records],
                     [r.gold for r in records], [r.cluster for r in records],
                     [m.id for m in ms], [m.agent for m in ms], [m.answer for m in ms],
@@ -328,20 +365,30 @@ class FastTasks:
 
     @classmethod
     def from_columns(cls, path, linenos, n_moves, task_ids, candidates, golds, ids, agents,
-                     answers, forces, rounds, vocab: "_Vocabs | None" = None) -> "FastTasks":
+                     answers, forces, rounds, vocab: "_Vocabs | None" = None, *,
+                     distinct_ids: bool = False) -> "FastTasks":
         """Tasks built in memory from checked columns (no target, confidence or cluster):
-        ``n_moves`` [T] moves per task, then one entry per move. The checks are those of the
-        file path (and an agent id must already be canonical: such traces are not re-parsed);
-        a task that fails one is left to :func:`bda_jax.resolve_trace`."""
+        ``n_moves`` [T] moves per task, then one entry per move (``forces``: names, or their
+        indices in :data:`~bda_jax.FORCES` as an integer array; ``rounds``: a list or an
+        integer array). The checks are those of the file path (and an agent id must already
+        be canonical: such traces are not re-parsed); a task that fails one is left to
+        :func:`bda_jax.resolve_trace`. ``agents`` and ``answers`` may also be given coded,
+        ``(distinct values, int array of codes into them per move)``. ``distinct_ids``: the
+        caller guarantees that ``ids`` are distinct non-blank strings (e.g. made from row
+        numbers), so they are not looked up one by one."""
         self = object.__new__(cls)
         M = len(ids)
         self._build(path, linenos, n_moves, task_ids, candidates, golds, [UNSET] * len(task_ids),
-                    ids, agents, answers, [UNSET] * M, forces, rounds, [_NAN] * M,
-                    vocab or _Vocabs(unbounded=True), None, canonical_agents=True)
+                    ids, agents, answers, None, forces, rounds, np.full(M, np.nan),
+                    vocab or _Vocabs(unbounded=True), None, canonical_agents=True,
+                    distinct_ids=distinct_ids)
         return self
 
     def _build(self, path, linenos, n, tids, cands, golds, clusters, ids, agents, answers,
-               targets, forces, rounds, confs, vocab, text, canonical_agents=False):
+               targets, forces, rounds, confs, vocab, text, canonical_agents=False,
+               distinct_ids=False):
+        """The columns and checks (``targets`` None: no move has one; ``confs`` a list or a
+        float array; ``text``: the lines and records, for the repeated-key count)."""
         self.path = path
         self.lineno = linenos
         T = self.T = len(tids)
@@ -357,38 +404,50 @@ class FastTasks:
         # ---- codes of the string columns (shared vocabularies; see _Vocab)
         vocab = vocab or _Vocabs()
         ids_v, agents_v, answers_v = vocab.ids, vocab.agents, vocab.answers
-        id_code, tg_code = ids_v.codes(ids, targets)
-        self.id_code, self.target_code = id_code, tg_code
-        id_names = self.id_names = ids_v.names
-        (raw_agent,) = agents_v.codes(agents)
+        if distinct_ids:                      # one code per move, in order; no target
+            id_code, tg_code, id_names = flat, np.full(M, -2, np.int64), list(ids)
+        elif targets is None:
+            (id_code,) = ids_v.codes(ids)
+            tg_code, id_names = np.full(M, -2, np.int64), ids_v.names
+        else:
+            id_code, tg_code = ids_v.codes(ids, targets)
+            id_names = ids_v.names
+        self.id_code, self.target_code, self.id_names = id_code, tg_code, id_names
+        (raw_agent,) = _coded(agents_v, agents)
         agent = self.agent_code = agents_v.array("canon", lambda: agents_v.canon, np.int64)[raw_agent]
         self.agent_names = agents_v.canon_names
-        (a_code,) = answers_v.codes(answers)
+        (a_code,) = _coded(answers_v, answers)
         fresh = (ids_v.fresh, agents_v.fresh, answers_v.fresh)
         self.fresh = fresh if any(fresh) else None   # values new to the vocabularies
         self.answer_code = a_code
         self.answer_values = answers_v.values
-        force = self.force_code = _codes(_FORCE_CODE, forces).astype(np.int8)
-        rnd = self.rounds = np.array(rounds, np.int64) if M else np.zeros(0, np.int64)
-        n_conf = M - confs.count(_NAN)
-        if None in confs:
-            confs = [_NAN if c is None else c for c in confs]
-        self.conf = np.array(confs, np.float64) if M else np.zeros(0)
+        force = self.force_code = (forces.astype(np.int8) if isinstance(forces, np.ndarray)
+                                   else _codes(_FORCE_CODE, forces).astype(np.int8))
+        rnd = self.rounds = (rounds.astype(np.int64) if isinstance(rounds, np.ndarray) else
+                             np.array(rounds, np.int64) if M else np.zeros(0, np.int64))
+        if isinstance(confs, np.ndarray):
+            self.conf = confs.astype(np.float64)
+        else:
+            n_conf = M - confs.count(_NAN)
+            if None in confs:
+                confs = [_NAN if c is None else c for c in confs]
+            self.conf = np.fromiter(confs, np.float64, M)
 
         # ---- repeated keys: the text has more string tokens than the records account for
-        a_null, a_unset = int((a_code == 0).sum()), int((a_code == 1).sum())
-        t_unset, t_null = int((tg_code == -2).sum()), int((tg_code == -1).sum())
-        tokens = 3 * T + 7 * M + sum(len(c) for c in cands if c.__class__ is list) + n_conf
-        tokens += 2 * (M - a_unset) - a_null + 2 * (M - t_unset) - t_null
-        for column in (golds, clusters):
-            unset = column.count(UNSET)
-            tokens += 2 * (T - unset) - column.count(None)
-        tokens += T - cands.count(UNSET)
-        if text is not None and _string_tokens(b"".join(text[0])) != tokens:
-            datas, records = text
-            for t, (data, record) in enumerate(zip(datas, records)):
-                if _string_tokens(data) != _expected_tokens(record):
-                    bad_task[t] = True
+        if text is not None:
+            a_null, a_unset = int((a_code == 0).sum()), int((a_code == 1).sum())
+            t_unset, t_null = int((tg_code == -2).sum()), int((tg_code == -1).sum())
+            tokens = 3 * T + 7 * M + sum(len(c) for c in cands if c.__class__ is list) + n_conf
+            tokens += 2 * (M - a_unset) - a_null + 2 * (M - t_unset) - t_null
+            for column in (golds, clusters):
+                unset = column.count(UNSET)
+                tokens += 2 * (T - unset) - column.count(None)
+            tokens += T - cands.count(UNSET)
+            if _string_tokens(b"".join(text[0])) != tokens:
+                datas, records = text
+                for t, (data, record) in enumerate(zip(datas, records)):
+                    if _string_tokens(data) != _expected_tokens(record):
+                        bad_task[t] = True
 
         # ---- task fields (parse_trace)
         for t, tid in enumerate(tids):
@@ -412,14 +471,14 @@ class FastTasks:
 
         # ---- move fields (parse_trace)
         has_target = tg_code >= 0
-        blank_id = ids_v.array("blank", lambda: ids_v.blank, bool)
+        blank_id = None if distinct_ids else ids_v.array("blank", lambda: ids_v.blank, bool)
         bad_move = agent < 0                                       # agent blank once stripped
         if canonical_agents:       # in-memory moves are not re-parsed: ids must be canonical
             bad_move |= agents_v.array("raw", lambda: [
                 c < 0 or agents_v.canon_names[c] != a for a, c in zip(agents_v.names,
                                                                       agents_v.canon)], bool)[
                 raw_agent]
-        if blank_id.any():
+        if blank_id is not None and blank_id.any():
             bad_move |= blank_id[id_code] | has_target & blank_id[np.maximum(tg_code, 0)]
         present = answers_v.array("present", lambda: [a is not None for a in answers_v.values],
                                   bool)
@@ -438,15 +497,20 @@ class FastTasks:
         NID = max(len(id_names), 1)
         key = tix * NID + id_code
         dense = T * NID <= 4 * M + 65536
-        if dense:
-            dup = np.bincount(key, minlength=T * NID)[key] > 1
+        if distinct_ids:
+            pass                                                  # no id repeats
+        elif dense:
+            bad_move |= np.bincount(key, minlength=T * NID)[key] > 1   # duplicate_move_id
         else:
             sk = np.sort(key)
             repeated = sk[1:][sk[1:] == sk[:-1]]
-            dup = np.isin(key, repeated) if repeated.size else np.zeros(M, bool)
-        bad_move |= dup                                           # duplicate_move_id
-        position = _table(key, flat, T * NID, dense)
-        tpos = np.where(has_target, position(tix * NID + np.maximum(tg_code, 0)), -1)
+            if repeated.size:
+                bad_move |= np.isin(key, repeated)                # duplicate_move_id
+        if has_target.any():
+            position = _table(key, flat, T * NID, dense)
+            tpos = np.where(has_target, position(tix * NID + np.maximum(tg_code, 0)), -1)
+        else:
+            tpos = np.full(M, -1, np.int64)
         target_ok = has_target & (tpos >= 0) & (tpos < flat)
         bad_move |= has_target & ~target_ok      # unknown_target, target_not_earlier
         tp = np.where(target_ok, tpos, flat)
@@ -485,13 +549,37 @@ class FastTasks:
         (normalizer, abstain_candidate); ``memo`` is ``normalizer`` memoized."""
         key = (normalizer, abstain_candidate)
         if key not in self._resolutions:
-            try:
-                out = self._resolve(memo or memoized(normalizer), abstain_candidate)
-            except _Fallback:
-                out = None
-            self._resolutions = {key: out} if len(self._resolutions) > 3 else \
-                {**self._resolutions, key: out}
+            out = self.resolved_columns(memo or memoized(normalizer), abstain_candidate)
+            self.keep_resolution(key, None if out is None else (self.block(*out), out[1]))
         return self._resolutions[key]
+
+    def keep_resolution(self, key, out) -> None:
+        """Cache ``out`` (what :meth:`resolution` returns) under ``key`` (at most four kept)."""
+        self._resolutions = {key: out} if len(self._resolutions) > 3 else \
+            {**self._resolutions, key: out}
+
+    def resolved_columns(self, norm: Normalizer, abstain_candidate: str | None):
+        """``(columns, where)`` of :meth:`resolution` before the block is assembled
+        (:meth:`block`), for the memoized normalizer ``norm``; ``None`` where the fast path
+        cannot decide. ``columns``: ``candidates`` and ``keys`` per plain task, then the
+        arrays of :data:`BLOCK_ARRAYS`."""
+        try:
+            return self._resolve(norm, abstain_candidate)
+        except _Fallback:
+            return None
+
+    def block(self, columns: dict, where: np.ndarray):
+        """The :class:`ResolvedBlock` of :meth:`resolved_columns`' result (task ids, clusters
+        and sources of the plain tasks from this chunk's columns)."""
+        from .counts import ResolvedBlock    # here: parse workers import this module without JAX
+        ok = np.flatnonzero(where >= 0).tolist()
+        task_id, cluster, lineno, path = self.task_id, self.cluster, self.lineno, self.path
+        return ResolvedBlock(
+            task_id=[task_id[t] for t in ok], candidates=columns["candidates"],
+            keys=columns["keys"],
+            cluster=[task_id[t] if cluster[t] is None else cluster[t] for t in ok],
+            sources=[(path, lineno[t]) for t in ok], agent_names=self.agent_names,
+            id_names=self.id_names, **{name: columns[name] for name in BLOCK_ARRAYS})
 
     def _resolve(self, norm: Normalizer, abstain):
         T, M = self.T, self.M
@@ -649,18 +737,13 @@ class FastTasks:
         gold = np.where(gold_code[ok_idx] >= 0,
                         slot(ok_idx * NK + np.maximum(gold_code[ok_idx], 0)), -1)
         gold_missing = (gold_code[ok_idx] >= 0) & (gold < 0)
-        path = self.path
-        block = ResolvedBlock(
-            task_id=[self.task_id[t] for t in ok_idx.tolist()], candidates=candidates, keys=keys,
-            cluster=[self.task_id[t] if self.cluster[t] is None else self.cluster[t]
-                     for t in ok_idx.tolist()],
-            sources=[(path, self.lineno[t]) for t in ok_idx.tolist()],
-            gold=gold.astype(np.int32), gold_missing=gold_missing,
-            agent_names=self.agent_names, m_off=m_off, m_agent=agent[m_sel].astype(np.int32),
+        columns = dict(
+            candidates=candidates, keys=keys, gold=gold.astype(np.int32),
+            gold_missing=gold_missing, m_off=m_off, m_agent=agent[m_sel].astype(np.int32),
             e_off=e_off, e_agent=agent[e].astype(np.int32), e_cand=e_cand.astype(np.int32),
             e_sign=e_sign, e_round=self.rounds[e], e_conf=e_conf, e_force=force[e],
-            id_names=self.id_names, e_id=self.id_code[e].astype(np.int32))
-        return block, where
+            e_id=self.id_code[e].astype(np.int32))
+        return columns, where
 
     # ------------------------------------------------------------------ Move objects
     def moves_of(self, t: int) -> tuple:
@@ -736,9 +819,27 @@ class _Lines:
         return linenos, datas
 
 
+class _Chunk:
+    """A chunk of lines, prepared (decoded, checked as arrays, resolved) for
+    :meth:`_Reader.finish`: ``linenos`` (its non-blank lines), ``kind[k]`` (line k's task in
+    ``fast``, a :class:`FastTasks` or None; -1: the reference path reads the line),
+    ``resolution`` (``fast.resolution(...)`` for the reader's normalizer: ``(block, where)``,
+    or ``(columns, where)`` in a parse worker; None: the reference path reads every line),
+    ``where`` (``resolution[1]`` as a list) and ``data(k)`` (line k's bytes)."""
+
+    __slots__ = ("linenos", "kind", "fast", "resolution", "where", "data")
+
+    def __init__(self, linenos, kind, fast, resolution, data):
+        self.linenos, self.kind, self.fast, self.resolution = linenos, kind, fast, resolution
+        self.where = resolution[1].tolist() if resolution is not None else None
+        self.data = data
+
+
 class _Reader:
     """Checks chunks of lines in file order: plain tasks from the fast path, every other
-    line through the reference path (:func:`~bda_jax._core.traces.check_trace`)."""
+    line through the reference path (:func:`~bda_jax._core.traces.check_trace`).
+    :meth:`prepare` raises nothing a file can cause (what it cannot decide goes to the
+    reference path); :meth:`finish` raises the reference path's errors, line by line."""
 
     def __init__(self, path: str, normalizer: Normalizer, lenient: bool,
                  abstain_candidate: str | None, memo_slow: bool):
@@ -776,22 +877,46 @@ class _Reader:
             fast_datas.append(data)
         return records, kind, fast_linenos, fast_datas
 
-    def chunk(self, linenos: list[int], datas: list[bytes], want_traces: bool):
-        """``(block, traces, n_tasks)`` for these lines (``traces`` None unless asked)."""
-        path = self.path
+    def prepare(self, linenos: list[int], datas: list[bytes], resolve: str = "block") -> _Chunk:
+        """The chunk of these lines, decoded and checked; ``resolve``: ``"block"`` (resolved
+        into a :class:`ResolvedBlock`), ``"columns"`` (resolved, the block not assembled: a
+        parse worker) or ``"none"`` (a parse worker whose normalizer stays in the caller)."""
         records, kind, fast_linenos, fast_datas = self._decode(linenos, datas)
-        fast = (FastTasks(path, fast_linenos, fast_datas, records, self.vocab) if records
+        fast = (FastTasks(self.path, fast_linenos, fast_datas, records, self.vocab) if records
                 else None)
         del records
         if fast is not None and fast.fresh:
             self.decoders.learn(*fast.fresh)
-        resolution = (fast.resolution(self.normalizer, self.abstain, self.memo)
-                      if fast is not None else None)
-        where = resolution[1].tolist() if resolution is not None else None
-        first_line = self.first_line
+        resolution = None
+        if fast is not None and resolve == "block":
+            resolution = fast.resolution(self.normalizer, self.abstain, self.memo)
+        elif fast is not None and resolve == "columns":
+            resolution = fast.resolved_columns(self.memo, self.abstain)
+        return _Chunk(linenos, kind, fast, resolution, datas.__getitem__)
+
+    def finish(self, ch: _Chunk, lo: int, hi: int, want_traces: bool):
+        """``(block, traces, n_tasks)`` for lines ``lo:hi`` of a prepared chunk (``traces``
+        None unless asked), in file order: a plain task once its id is known new, every other
+        line through the reference path (which raises its error)."""
+        path, fast, where, first_line = self.path, ch.fast, ch.where, self.first_line
+        linenos, kind = ch.linenos, ch.kind
+        if where is not None and -1 not in kind[lo:hi]:
+            # the usual chunk: every line a plain task, no task id repeated or seen before
+            js = kind[lo:hi]
+            order = [where[j] for j in js]
+            tids = [fast.task_id[j] for j in js]
+            if order and min(order) >= 0 and len(set(tids)) == len(tids) and \
+                    first_line.keys().isdisjoint(tids):
+                lines = linenos[lo:hi]
+                first_line.update(zip(tids, lines))
+                traces = [lazy_trace(t, fast.candidates[j], fast.gold[j], fast.cluster[j],
+                                     (path, n), (fast, j)) for t, j, n in zip(tids, js, lines)
+                          ] if want_traces else None
+                return ch.resolution[0].take(order), traces, len(order)
         order = []                # per task: position in the fast block, or ~k of slow[k]
         slow_resolved, slow_sources, traces = [], [], [] if want_traces else None
-        for lineno, data, j in zip(linenos, datas, kind):
+        for k in range(lo, hi):
+            lineno, j = linenos[k], kind[k]
             if j >= 0 and where is not None and where[j] >= 0:
                 task_id = fast.task_id[j]
                 if task_id in first_line:
@@ -803,7 +928,7 @@ class _Reader:
                     traces.append(lazy_trace(task_id, fast.candidates[j], fast.gold[j],
                                              fast.cluster[j], (path, lineno), (fast, j)))
                 continue
-            found, raw = decode_json_line(data, path, lineno, TraceError)
+            found, raw = decode_json_line(ch.data(k), path, lineno, TraceError)
             if not found:
                 continue
             trace, resolved = check_trace(path, lineno, raw, first_line, self.slow_normalizer,
@@ -820,15 +945,16 @@ class _Reader:
                 traces.append(trace)
         if not order:
             return None, traces, 0
+        resolution = ch.resolution
         if not slow_resolved:
-            block = resolution[0].take(order)
-        else:
-            n_fast = resolution[0].n_tasks if resolution is not None else 0
-            pieces = [ResolvedBlock.from_resolved(slow_resolved, slow_sources)]
-            if n_fast:
-                pieces.insert(0, resolution[0])
-            block = ResolvedBlock.concat(pieces)
-            block = block.take([p if p >= 0 else n_fast + ~p for p in order])
+            return resolution[0].take(order), traces, len(order)
+        from .counts import ResolvedBlock    # here: parse workers import this module without JAX
+        n_fast = resolution[0].n_tasks if resolution is not None else 0
+        pieces = [ResolvedBlock.from_resolved(slow_resolved, slow_sources)]
+        if n_fast:
+            pieces.insert(0, resolution[0])
+        block = ResolvedBlock.concat(pieces)
+        block = block.take([p if p >= 0 else n_fast + ~p for p in order])
         return block, traces, len(order)
 
 
@@ -839,23 +965,587 @@ def _open(path: str):
         raise TraceError(f"cannot open trace file: {err.strerror}", file=path) from None
 
 
+# ------------------------------------------------------------------------------ parse workers
+#: Processes that parse a file (``workers``: this one and ``workers - 1`` worker processes):
+#: the automatic number is at most this many, and one worker per CPU this process may run on;
+#: ``BDA_JAX_PARSE_WORKERS`` (a positive integer) replaces that cap, ``1`` turns the workers
+#: off.
+MAX_AUTO_WORKERS = 8
+WORKERS_ENV = "BDA_JAX_PARSE_WORKERS"
+#: A worker costs a Python start with NumPy and msgspec (about 0.25 s of CPU, 60 MB; no JAX):
+#: the automatic choice uses one process per this many bytes of file, so a file under twice
+#: this size is read in this process alone.
+MIN_BYTES_PER_WORKER = 16 << 20
+#: Bytes of the file a worker reads per request (whole lines: a segment ends after a ``\n``).
+SEGMENT_BYTES = 4 << 20
+#: Pipe buffer asked for a worker's replies (Linux caps it at /proc/sys/fs/pipe-max-size).
+PIPE_BYTES = 1 << 20
+#: This process parses one segment in this many itself when two or three processes parse a
+#: file (it also finishes every chunk: about a third of what preparing one costs), none when
+#: more do (finishing keeps it busy).
+_OWN_PERIOD = {2: 3, 3: 9}
+#: Requests each worker holds at a time (one being parsed, one queued).
+_DEPTH = 2
+
+
+def check_workers(workers) -> int | None:
+    """A ``workers=`` argument (processes that parse the file: this one and ``workers - 1``
+    worker processes): ``None`` (automatic, :func:`auto_workers`) or a positive integer, else
+    :class:`~bda_jax.DataError` naming the field."""
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        from .errors import DataError
+        raise DataError(f"workers must be a positive integer or None, got {workers!r}",
+                        field="workers")
+    return workers
+
+
+def auto_workers(size: int) -> int:
+    """The automatic ``workers`` for a regular file of ``size`` bytes (processes that parse
+    it: this one and ``workers - 1`` worker processes): one per :data:`MIN_BYTES_PER_WORKER`
+    bytes, at most one worker per CPU this process may run on (``os.sched_getaffinity``; this
+    process finishes the chunks and prepares a small share) and :data:`MAX_AUTO_WORKERS` in
+    all -- or at most ``$BDA_JAX_PARSE_WORKERS``; 1 (no worker: the file is read in this
+    process) on one CPU and below twice :data:`MIN_BYTES_PER_WORKER`."""
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env:
+        try:
+            cap = int(env)
+        except ValueError:
+            cap = 0
+        if cap < 1:
+            from .errors import DataError
+            raise DataError(f"{WORKERS_ENV} must be a positive integer, got {env!r}",
+                            field=WORKERS_ENV)
+    else:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:                 # not Linux
+            cpus = os.cpu_count() or 1
+        cap = min(cpus + 1, MAX_AUTO_WORKERS) if cpus > 1 else 1
+    return max(1, min(cap, size // MIN_BYTES_PER_WORKER))
+
+
+def _pread(fd: int, n: int, at: int) -> bytes:
+    """``n`` bytes of the file at offset ``at`` (fewer only at the end of the file)."""
+    out = os.pread(fd, n, at)
+    if len(out) < n:
+        parts = [out]
+        while n > 0 and out:
+            n, at = n - len(out), at + len(out)
+            out = os.pread(fd, n, at)
+            parts.append(out)
+        out = b"".join(parts)
+    return out
+
+
+def _segment_bounds(fd: int, size: int, step: int) -> list[int]:
+    """Offsets ``0 = b0 < b1 < ... = size`` that cut the file into segments of about ``step``
+    bytes, each ending just after a ``\\n`` (a line start under every line ending the reader
+    accepts: ``\\n``, ``\\r\\n``, a bare ``\\r``); a file without one is one segment."""
+    bounds = [0]
+    while bounds[-1] + step < size:
+        at = bounds[-1] + step - 1
+        while True:
+            block = os.pread(fd, 1 << 16, at)
+            i = block.find(b"\n")
+            if i >= 0 or not block:
+                break
+            at += len(block)
+        end = at + i + 1 if block else size
+        if end >= size:
+            break
+        bounds.append(end)
+    bounds.append(size)
+    return bounds
+
+
+def _segment_lines(buf: bytes, at: int):
+    """The lines of ``buf`` (whole lines of the file from offset ``at``) numbered and split as
+    :class:`_Lines` numbers and splits them: ``(numbers, starts, lengths, datas)`` of the
+    non-blank lines (numbers from 1 in the segment; starts and lengths in bytes, int64) and the
+    number of lines in all."""
+    pieces = buf.split(b"\n")
+    rest = pieces.pop()                 # b"" unless the file ends without a line end
+    if b"\r" not in buf:
+        lines = pieces + [rest] if rest else pieces
+        lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+        starts = np.empty(len(lines), np.int64)
+        if lines:
+            starts[0] = at
+            np.cumsum(lengths[:-1] + 1, out=starts[1:])
+            starts[1:] += at
+    else:                               # \r\n: drop the \r; a bare \r: more lines
+        lines, first = [], []
+        pos = at
+        for piece in pieces:
+            body = piece[:-1] if piece.endswith(b"\r") else piece
+            q = pos
+            for line in body.split(b"\r"):
+                lines.append(line)
+                first.append(q)
+                q += len(line) + 1
+            pos += len(piece) + 1
+        for line in rest.split(b"\r") if rest else ():
+            lines.append(line)
+            first.append(pos)
+            pos += len(line) + 1
+        lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+        starts = np.array(first, np.int64)
+    keep = [k for k, d in enumerate(lines) if d[:1] == b"{" or d.strip()]
+    if len(keep) == len(lines):
+        return list(range(1, len(lines) + 1)), starts, lengths, lines, len(lines)
+    return ([k + 1 for k in keep], starts[keep], lengths[keep], [lines[k] for k in keep],
+            len(lines))
+
+
+def _splits(n: int, size: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into the fewest near-equal runs of at most ``size`` (none if n == 0)."""
+    count = -(-n // size)
+    return [(n * i // count, n * (i + 1) // count) for i in range(count)]
+
+
+#: Named normalizers a worker can apply itself (others stay in the calling process).
+_NORMALIZERS = {"default": default_normalizer, "identity": identity_normalizer}
+#: FastTasks arrays a worker sends (the rest are derived from them: :func:`_fast_from`).
+_FAST_ARRAYS = ("off", "id_code", "target_code", "agent_code", "answer_code", "force_code",
+                "rounds", "conf", "t_root", "t_has_answer", "same_agent", "plain")
+_FRAME = struct.Struct("<QQ")
+_BOOT = """\
+import importlib.util, sys
+package = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "bda_jax", package + "/__init__.py", submodule_search_locations=[package])
+sys.modules["bda_jax"] = importlib.util.module_from_spec(spec)   # not run: no JAX import
+from bda_jax._core import fastparse
+fastparse._serve(sys.argv[2])
+"""
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate), so UTF-8 can carry it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _WorkerGone(Exception):
+    """A parse worker's reply ended early (the process exited)."""
+
+
+def _tabled(values: list):
+    """``values`` (hashable, or None) as a table of the distinct ones and an index [n] into it
+    (-1: None)."""
+    table: dict = {}
+    index = np.fromiter((-1 if v is None else table.setdefault(v, len(table)) for v in values),
+                        np.int64, len(values))
+    return list(table), index
+
+
+def _untabled(table: list, index: np.ndarray) -> list:
+    """The values of :func:`_tabled` again (lists read back as tuples)."""
+    table = [tuple(v) for v in table]
+    return [table[i] if i >= 0 else None for i in index.tolist()]
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` in the smallest signed integer type that holds its values (int64 codes and
+    offsets are mostly small; :func:`_receive` casts them back)."""
+    if a.dtype != np.int64 or not a.size:
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dtype)
+    return a
+
+
+def _send(out, head: dict, arrays: dict) -> None:
+    """One message: a frame (sizes), the msgpack ``head`` (strings, numbers; no pickle) and
+    the raw bytes of ``arrays`` (1-d; int64 ones narrowed), their dtypes and sizes listed in
+    the head."""
+    body = [np.ascontiguousarray(_narrow(a)) for a in arrays.values()]
+    head["arrays"] = [(name, b.dtype.str, b.size, a.dtype.str)
+                      for (name, a), b in zip(arrays.items(), body)]
+    h = msgspec.msgpack.encode(head)
+    out.write(_FRAME.pack(len(h), sum(a.nbytes for a in body)))
+    out.write(h)
+    for a in body:
+        if a.nbytes:
+            out.write(a.view(np.uint8).data)
+    out.flush()
+
+
+class _Replies:
+    """A worker's replies, taken off its pipe by a thread as they come (so that the worker
+    never waits for this process to reach them; the replies held are bounded by the requests
+    sent). :meth:`get` gives the next message's head and body bytes, and raises
+    :class:`_WorkerGone` once the pipe ends (the worker exited)."""
+
+    def __init__(self, stream):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True,
+                                       name="bda_jax parse replies")
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        try:
+            while True:
+                frame = stream.read(_FRAME.size)
+                if len(frame) != _FRAME.size:
+                    break
+                nh, nb = _FRAME.unpack(frame)
+                head, body = stream.read(nh), stream.read(nb)
+                if len(head) != nh or len(body) != nb:
+                    break
+                self._queue.put((head, body))
+        except (OSError, ValueError):       # the pipe closed under the read
+            pass
+        self._queue.put(None)
+
+    def get(self) -> tuple[bytes, bytes]:
+        item = self._queue.get()
+        if item is None:
+            self._queue.put(None)
+            raise _WorkerGone
+        return item
+
+
+def _receive(replies: _Replies) -> tuple[dict, dict]:
+    """One :func:`_send` message: the head and the arrays (each an owned, writable copy in
+    the dtype it was sent from)."""
+    h, body = replies.get()
+    head = msgspec.msgpack.decode(h)
+    arrays, at = {}, 0
+    for name, sent, n, dtype in head.pop("arrays"):
+        sent, dtype = np.dtype(sent), np.dtype(dtype)
+        arrays[name] = (np.frombuffer(body, sent, n, at).astype(dtype) if n else
+                        np.zeros(0, dtype))
+        at += n * sent.itemsize
+    return head, arrays
+
+
+def _vocab_update(vocab: _Vocabs, sent: dict) -> dict:
+    """The vocabulary entries added since the last message (``(False, new)``), or the whole
+    list where the vocabulary started afresh (``(True, all)``); ``sent`` records what went."""
+    out = {}
+    for kind, values in (("id", vocab.ids.names), ("agent", vocab.agents.canon_names),
+                         ("answer", vocab.answers.values)):
+        last, n = sent.get(kind, (None, 0))
+        out[kind] = (False, values[n:]) if last is values else (True, values)
+        sent[kind] = (values, len(values))
+    return out
+
+
+def _message(ch: _Chunk, starts, lengths, vocab: _Vocabs, sent: dict, full: bool):
+    """The ``(head, arrays)`` of one chunk a worker prepared: its lines (numbers in the
+    segment, byte ranges), what the decoder took, the task ids and clusters, the resolved
+    columns where the worker resolved them, and -- if ``full`` -- every
+    :class:`FastTasks` column (lazy traces, a normalizer of the caller's)."""
+    n = len(ch.linenos)
+    arrays = {"lineno": np.array(ch.linenos, np.int64), "start": starts, "length": lengths,
+              "kind": np.fromiter(ch.kind, np.int64, n)}
+    head: dict = {"t": "chunk"}
+    fast = ch.fast
+    if fast is not None:
+        head["vocab"] = _vocab_update(vocab, sent)
+        head["task_id"], head["cluster"] = fast.task_id, fast.cluster
+        head["full"] = full
+        if full:
+            arrays.update((name, getattr(fast, name)) for name in _FAST_ARRAYS)
+            head["gold"] = fast.gold
+            head["candidates"], arrays["candidates"] = _tabled(fast.candidates)
+        if ch.resolution is not None:
+            columns, where = ch.resolution
+            arrays["where"] = where
+            arrays.update(("r_" + name, columns[name]) for name in BLOCK_ARRAYS)
+            head["r_candidates"], arrays["r_candidates"] = _tabled(columns["candidates"])
+            head["r_keys"], arrays["r_keys"] = _tabled(columns["keys"])
+        head["resolved"] = ch.resolution is not None
+    return head, arrays
+
+
+def _fast_from(path: str, head: dict, arrays: dict, linenos: list, kind: np.ndarray,
+               names: dict) -> FastTasks:
+    """The :class:`FastTasks` of a worker's message (what :meth:`FastTasks._build` set, the
+    boolean force masks and task index derived again; without ``head["full"]``, only what
+    :meth:`FastTasks.block` reads: a chunk of the stream); ``names``: this worker's
+    vocabularies, brought up to date here."""
+    for k, (fresh, values) in head["vocab"].items():
+        if fresh:
+            names[k] = values
+        else:
+            names[k].extend(values)
+    self = object.__new__(FastTasks)
+    self.path = path
+    self.lineno = [n for n, j in zip(linenos, kind.tolist()) if j >= 0]
+    self.task_id, self.cluster = head["task_id"], head["cluster"]
+    self.id_names, self.agent_names, self.answer_values = names["id"], names["agent"], \
+        names["answer"]
+    self._resolutions = {}
+    if not head["full"]:
+        return self
+    for name in _FAST_ARRAYS:
+        setattr(self, name, arrays[name])
+    T = self.T = len(self.off) - 1
+    self.M = int(self.off[-1])
+    self.tix = np.repeat(np.arange(T, dtype=np.int64), np.diff(self.off))
+    force = self.force_code
+    self.pv = (force == _PROPOSE) | (force == _VOTE)
+    self.conc, self.chal, self.ret = force == _CONCEDE, force == _CHALLENGE, force == _RETRACT
+    self.has_target = self.target_code >= 0
+    self.gold = head["gold"]
+    self.candidates = _untabled(head["candidates"], arrays["candidates"])
+    self.fresh = None
+    return self
+
+
+def _serve(config: str) -> None:
+    """A parse worker's loop (the process :func:`_pool_chunks` starts): each request on stdin
+    (``start end``: a segment of whole lines) is answered on stdout with one message per chunk
+    of its lines and an end message holding the segment's line count. It returns at the end
+    of stdin, when the caller is done."""
+    global MIN_FAST_LINES
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # the caller stops its workers itself
+    out, sys.stdout = sys.stdout.buffer, sys.stderr    # stdout carries the replies only
+    cfg = msgspec.json.decode(config)
+    MIN_FAST_LINES = cfg["min_fast_lines"]
+    named = _NORMALIZERS.get(cfg["normalizer"])
+    reader = _Reader(cfg["path"], named or default_normalizer, False, cfg["abstain"], True)
+    resolve = "none" if named is None else "columns"
+    sent: dict = {}
+    gc.disable()                 # millions of short-lived acyclic objects (see tally_stream)
+    fd = os.open(cfg["path"], os.O_RDONLY)
+    try:
+        for request in sys.stdin.buffer:
+            start, end = map(int, request.split())
+            numbers, starts, lengths, datas, n_lines = _segment_lines(
+                _pread(fd, end - start, start), start)
+            for a, b in _splits(len(numbers), cfg["chunk_lines"]):
+                ch = reader.prepare(numbers[a:b], datas[a:b], resolve)
+                _send(out, *_message(ch, starts[a:b], lengths[a:b], reader.vocab, sent,
+                                     cfg["full"] or named is None))
+            _send(out, {"t": "end", "lines": n_lines}, {})
+    except BrokenPipeError:      # the caller stopped reading (an error, or it is done)
+        pass
+    finally:
+        os.close(fd)
+
+
+def _start_workers(n: int, config: bytes) -> list:
+    """``n`` worker processes (:func:`_serve`), each with a :class:`_Replies` reader as
+    ``replies``."""
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-P", "-c", _BOOT, _PACKAGE_DIR, config.decode()],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+            try:                  # fewer hand-overs per reply (Linux; else the default pipe)
+                import fcntl
+                fcntl.fcntl(procs[-1].stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031),
+                            PIPE_BYTES)
+            except (ImportError, OSError):
+                pass
+            procs[-1].replies = _Replies(procs[-1].stdout)
+    except BaseException:
+        _stop_workers(procs, False)
+        raise
+    return procs
+
+
+def _stop_workers(procs: list, done: bool) -> None:
+    """End the workers: idle ones (``done``) exit at the end of their stdin; others are
+    killed (they may be parsing, or blocked on a reply nobody will read)."""
+    for p in procs:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    for p in procs:
+        if done:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if hasattr(p, "replies"):         # the pipe has ended: the reader thread returns
+            p.replies.thread.join()
+        p.stdout.close()
+
+
+def _stopped(proc, err: Exception) -> str:
+    """Why a worker's request or reply failed: its exit status, once it has exited."""
+    try:
+        return f"exit status {proc.wait(timeout=5)}"
+    except subprocess.TimeoutExpired:
+        return f"no reply ({type(err).__name__})"
+
+
+def _owners(n_segments: int, n_procs: int) -> list[int]:
+    """Who prepares each segment when ``n_procs`` processes parse the file: -1 this process
+    (one segment in :data:`_OWN_PERIOD` ``[n_procs]``), else a worker, in turn."""
+    period = _OWN_PERIOD.get(n_procs, 0)
+    owners, w = [], 0
+    for k in range(n_segments):
+        if period and k % period == period - 1:
+            owners.append(-1)
+        else:
+            owners.append(w)
+            w = (w + 1) % (n_procs - 1)
+    return owners
+
+
+def _pool_chunks(path: str, fd: int, bounds: list[int], n_procs: int, reader: _Reader,
+                 chunk_lines: int, full: bool) -> Iterator[_Chunk]:
+    """The chunks of the file, in file order, prepared by ``n_procs`` processes: this one and
+    ``n_procs - 1`` workers. Segment k (``bounds[k]:bounds[k+1]``) goes to a worker in turn --
+    or, one in :data:`_OWN_PERIOD`, to this process -- which decodes, checks and (with a
+    package normalizer, :data:`_NORMALIZERS`) resolves its chunks; ``reader`` then finishes
+    every chunk in file order (the reference path, errors, duplicate task ids). Workers get
+    byte ranges and send arrays and strings (no pickle); a chunk is what the in-process path
+    prepares from the same lines, so results are identical (``full``: with every
+    :class:`FastTasks` column, for lazy traces; else what a stream needs). Should a worker fail
+    (it exits, or cannot start), the rest of the file is read in this process, with a
+    :class:`RuntimeWarning`."""
+    segments = list(zip(bounds[:-1], bounds[1:]))
+    name = next((k for k, f in _NORMALIZERS.items() if f is reader.normalizer), None)
+    abstain = reader.abstain
+    sendable = abstain is None or abstain.__class__ is str and _utf8(abstain)
+    if not sendable:
+        name = None              # resolved here: the worker is not told this value
+    config = msgspec.json.encode({"path": path, "normalizer": name,
+                                  "abstain": abstain if sendable else None,
+                                  "chunk_lines": chunk_lines, "min_fast_lines": MIN_FAST_LINES,
+                                  "full": full})
+    key = (reader.normalizer, abstain)
+    owner = _owners(len(segments), min(n_procs, len(segments)))
+    W = max(owner) + 1
+    queues = [[k for k, o in enumerate(owner) if o == w] for w in range(W)]
+    sent, answered = [0] * W, [0] * W            # requests sent to / answered by each worker
+    procs, k, done, base, failure = [], 0, 0, 0, None
+    try:
+        try:
+            if not sys.executable:
+                raise OSError("no Python executable (sys.executable is empty)")
+            procs = _start_workers(W, config)
+        except OSError as err:
+            failure = f"cannot start: {err}"
+        names = [{"id": [], "agent": [], "answer": []} for _ in range(W)]
+        while failure is None and k < len(segments):
+            for v in range(W):                   # keep every worker's requests queued
+                try:
+                    while sent[v] < len(queues[v]) and sent[v] - answered[v] < _DEPTH:
+                        procs[v].stdin.write(b"%d %d\n" % segments[queues[v][sent[v]]])
+                        procs[v].stdin.flush()
+                        sent[v] += 1
+                except OSError as err:
+                    failure = _stopped(procs[v], err)
+                    break
+            w = owner[k]
+            if failure is not None:
+                break
+            if w < 0:                            # this process's own segment
+                start, end = segments[k]
+                numbers, _, _, datas, n_lines = _segment_lines(_pread(fd, end - start, start),
+                                                               start)
+                numbers = [base + i for i in numbers]
+                for a, b in _splits(len(numbers), chunk_lines):
+                    yield reader.prepare(numbers[a:b], datas[a:b])
+                base, k = base + n_lines, k + 1
+                continue
+            try:
+                head, arrays = _receive(procs[w].replies)
+                if head["t"] == "end":
+                    base += head["lines"]
+                    k, done, answered[w] = k + 1, 0, answered[w] + 1
+                    continue
+                linenos = (arrays["lineno"] + base).tolist()
+                kind = arrays["kind"]
+                fast = resolution = None
+                if "vocab" in head:
+                    fast = _fast_from(path, head, arrays, linenos, kind, names[w])
+                    if "where" in arrays:
+                        columns = {f: arrays["r_" + f] for f in BLOCK_ARRAYS}
+                        columns["candidates"] = _untabled(head["r_candidates"],
+                                                          arrays["r_candidates"])
+                        columns["keys"] = _untabled(head["r_keys"], arrays["r_keys"])
+                        fast.keep_resolution(key, (fast.block(columns, arrays["where"]),
+                                                   arrays["where"]))
+                    elif head["resolved"] is False and name is not None:
+                        fast.keep_resolution(key, None)
+                    resolution = fast.resolution(reader.normalizer, abstain, reader.memo)
+            except (_WorkerGone, ValueError, KeyError, msgspec.MsgspecError) as err:
+                failure = _stopped(procs[w], err)
+                break
+            starts, lengths = arrays["start"], arrays["length"]
+            done += 1
+            yield _Chunk(linenos, kind.tolist(), fast, resolution,
+                         lambda i, s=starts, n=lengths: _pread(fd, int(n[i]), int(s[i])))
+    finally:
+        _stop_workers(procs, failure is None and k == len(segments))
+    if failure is None:
+        return
+    import warnings
+    warnings.warn(f"{path}: a parse worker stopped ({failure}); the rest of the file is read "
+                  "in this process", RuntimeWarning, stacklevel=4)
+    for start, end in segments[k:]:
+        numbers, _, _, datas, n_lines = _segment_lines(_pread(fd, end - start, start), start)
+        numbers = [base + i for i in numbers]
+        for a, b in _splits(len(numbers), chunk_lines)[done:]:
+            yield reader.prepare(numbers[a:b], datas[a:b])
+        base, done = base + n_lines, 0
+
+
+def _chunks(path: str, reader: _Reader, chunk_lines: int, keep_line, workers: int | None,
+            pool_chunk_lines: int, full: bool) -> Iterator[_Chunk]:
+    """The prepared chunks of the file in order: read here (``chunk_lines`` lines at a time),
+    or by parse workers (:func:`_pool_chunks`) when ``workers`` -- or the automatic choice
+    (:func:`auto_workers`) -- is more than one, the file is a regular file of more than one
+    segment and no ``keep_line`` filter applies."""
+    with _open(path) as handle:
+        fd = handle.fileno()
+        info = os.fstat(fd)
+        n = 1
+        if keep_line is None and stat.S_ISREG(info.st_mode) and info.st_size and \
+                hasattr(os, "pread"):
+            n = auto_workers(info.st_size) if workers is None else workers
+        bounds = _segment_bounds(fd, info.st_size, SEGMENT_BYTES) if n > 1 else []
+        if len(bounds) > 2:
+            yield from _pool_chunks(path, fd, bounds, n, reader, pool_chunk_lines, full)
+            return
+        lines = _Lines(handle, keep_line)
+        while True:
+            linenos, datas = lines.take(chunk_lines)
+            if not linenos:
+                return
+            yield reader.prepare(linenos, datas)
+
+
 def read_checked_traces(path, normalizer: Normalizer, lenient: bool,
-                        chunk_lines: int = DEFAULT_CHUNK_LINES) -> list[Trace]:
+                        chunk_lines: int = DEFAULT_CHUNK_LINES,
+                        workers: int | None = None) -> list[Trace]:
     """The traces of :func:`bda_jax.read_traces` (before its empty-file check and lenient
-    warning), read chunk by chunk with the garbage collector paused."""
+    warning), read chunk by chunk with the garbage collector paused; ``workers``: processes
+    that parse the file, this one included (None: :func:`auto_workers`; 1: this one alone)."""
     path = os.fspath(path)
+    workers = check_workers(workers)
     reader = _Reader(path, normalizer, lenient, None, memo_slow=False)
     traces: list[Trace] = []
     was_enabled = gc.isenabled()
     gc.disable()
+    chunks = _chunks(path, reader, chunk_lines, None, workers, chunk_lines, True)
     try:
-        with _open(path) as handle:
-            lines = _Lines(handle, None)
-            while True:
-                linenos, datas = lines.take(chunk_lines)
-                if not linenos:
-                    break
-                traces.extend(reader.chunk(linenos, datas, True)[1])
+        with contextlib.closing(chunks):      # stops the parse workers, also on error
+            for ch in chunks:
+                traces.extend(reader.finish(ch, 0, len(ch.linenos), True)[1])
     finally:
         if was_enabled:
             gc.enable()
@@ -864,27 +1554,28 @@ def read_checked_traces(path, normalizer: Normalizer, lenient: bool,
 
 def stream_blocks(path, chunk_tasks: int, normalizer: Normalizer, lenient: bool,
                   abstain_candidate: str | None, keep_line: Callable[[int], bool] | None,
-                  skipped: Counter) -> Iterator[ResolvedBlock]:
+                  skipped: Counter, workers: int | None = None) -> Iterator[ResolvedBlock]:
     """The tasks of a trace file as :class:`ResolvedBlock` parts of ``chunk_tasks`` tasks
-    (the last one shorter), checked as :func:`bda_jax.read_traces` checks them; a part is
-    yielded as soon as its last task is read (before any later line is looked at). Lenient
-    skips are counted into ``skipped`` by reason."""
+    (the last one shorter), checked as :func:`bda_jax.read_traces` checks them. A part is
+    yielded before any later line is finished, so errors come in file order, each after
+    every earlier part; lines may be decoded ahead (by ``workers``, see
+    :func:`read_checked_traces`). Lenient skips are counted into ``skipped`` by reason."""
     path = os.fspath(path)
     reader = _Reader(path, normalizer, lenient, abstain_candidate, memo_slow=True)
     reader.skipped = skipped
-    with _open(path) as handle:
-        lines = _Lines(handle, keep_line)
-        done = False
-        while not done:
-            pieces, n = [], 0
-            while n < chunk_tasks:
-                linenos, datas = lines.take(min(chunk_tasks - n, DEFAULT_CHUNK_LINES))
-                if not linenos:
-                    done = True
-                    break
-                block, _, k = reader.chunk(linenos, datas, False)
-                if block is not None:
-                    pieces.append(block)
-                    n += k
-            if pieces:
-                yield ResolvedBlock.concat(pieces)
+    pieces, n = [], 0
+    for ch in _chunks(path, reader, min(chunk_tasks, DEFAULT_CHUNK_LINES), keep_line, workers,
+                      DEFAULT_CHUNK_LINES, False):
+        lo, size = 0, len(ch.linenos)
+        while lo < size:
+            hi = min(size, lo + chunk_tasks - n)
+            block, _, k = reader.finish(ch, lo, hi, False)
+            lo = hi
+            if block is not None:
+                pieces.append(block)
+                n += k
+            if n == chunk_tasks:
+                yield pieces[0] if len(pieces) == 1 else type(pieces[0]).concat(pieces)
+                pieces, n = [], 0
+    if pieces:
+        yield pieces[0] if len(pieces) == 1 else type(pieces[0]).concat(pieces)

@@ -15,6 +15,7 @@ joined. The result equals ``tally(read_traces(path, ...), ...)`` array for array
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import warnings
@@ -23,7 +24,7 @@ from typing import Sequence
 
 from .counts import Counts, PairCounts, finish_tally, TallyState, tally_options, tally_part
 from .errors import DataError, TraceError
-from .fastparse import stream_blocks
+from .fastparse import check_workers, stream_blocks
 from .normalize import Normalizer, default_normalizer
 
 __all__ = ["tally_stream", "DEFAULT_CHUNK_TASKS"]
@@ -51,7 +52,8 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
                  one_move_per_round: bool = False, permute_candidates: int | None = None,
                  unknown_agents: str = "error", normalizer: Normalizer = default_normalizer,
                  lenient: bool = False, abstain_candidate: str | None = None,
-                 seat_key: str = "agent", layout: str = "dense") -> "Counts | PairCounts":
+                 seat_key: str = "agent", layout: str = "dense",
+                 workers: int | None = None) -> "Counts | PairCounts":
     """Tally a JSON Lines trace file chunk by chunk, in memory that grows with the count arrays
     only (docs/trace-format.md's tally over §3's format; no list of traces is ever held).
 
@@ -74,6 +76,20 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
         lenient, abstain_candidate, seat_key, layout: as for :func:`bda_jax.tally`
         (``normalizer`` and ``lenient`` also as for :func:`bda_jax.read_traces`; in lenient
         mode the summary of skipped moves is warned as there).
+      workers: processes that parse the file: this one and ``workers - 1`` worker processes
+        that decode and check segments of it while this one finishes and tallies every line in
+        file order (same counts, same first error, same warnings as ``workers=1``). ``None``
+        (default): automatic, one per 16 MiB of file, at most one worker per CPU this process
+        may run on (``os.sched_getaffinity``) and 8 in all, so a file under 32 MiB (or any
+        file on one CPU) is read here alone; the environment variable
+        ``BDA_JAX_PARSE_WORKERS`` replaces that cap (``1``: never start a worker, e.g. on a
+        machine whose cores are busy). ``1``: no worker. A worker is a Python process with
+        NumPy and msgspec (about 0.25 s of CPU to start, no JAX) that reads byte ranges of
+        the file and sends back arrays and strings (no pickle). With a normalizer
+        other than :func:`bda_jax.default_normalizer` and :func:`bda_jax.identity_normalizer`
+        the answers are normalized in this process. A ``shard``, or a file that is not a
+        regular file (a pipe), is read in this process; a worker that stops (killed, cannot
+        start) leaves the rest of the file to this process, with a :class:`RuntimeWarning`.
 
     Returns: :class:`Counts` (``layout="dense"``) or :class:`PairCounts` (``"pairs"``), int32
     counts.
@@ -81,9 +97,9 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     Speed (docs/scale.md): the fast reader of :func:`bda_jax.read_traces` (compiled JSON
     decoding into typed records, the automaton over each chunk's moves as arrays, any other
     line through :func:`bda_jax.parse_trace` and :func:`bda_jax.resolve_trace`, in file
-    order). During the call Python's cyclic garbage collector is paused (restored afterwards,
-    also on error) and ``normalizer`` is memoized (bounded cache; a normalizer must be a pure
-    function of its string).
+    order), in parse workers for a large file (``workers``). During the call Python's cyclic
+    garbage collector is paused (restored afterwards, also on error) and ``normalizer`` is
+    memoized (bounded cache; a normalizer must be a pure function of its string).
 
     >>> import os, tempfile, bda_jax as bda
     >>> path = os.path.join(tempfile.mkdtemp(), "t.jsonl")
@@ -103,6 +119,10 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
         raise DataError(f"chunk_tasks must be a positive integer, got {chunk_tasks!r}",
                         field="chunk_tasks")
     shard = _check_shard(shard)
+    workers = check_workers(workers)
+    if shard is not None and workers is not None and workers > 1:
+        raise DataError("a shard is read in one process: pass workers=1 (or None) with shard",
+                        field="workers")
     path = os.fspath(path)
     state = TallyState(agents, options, file=path)
     keep_line = None if shard is None else (lambda lineno: lineno % shard[1] == shard[0])
@@ -113,8 +133,10 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     gc.disable()
     skipped: Counter = Counter()
     try:
-        parts = [tally_part(block, state) for block in stream_blocks(
-            path, chunk_tasks, normalizer, lenient, abstain_candidate, keep_line, skipped)]
+        blocks = stream_blocks(path, chunk_tasks, normalizer, lenient, abstain_candidate,
+                               keep_line, skipped, 1 if shard is not None else workers)
+        with contextlib.closing(blocks):      # stops the parse workers, also on error
+            parts = [tally_part(block, state) for block in blocks]
     finally:
         if gc_was_enabled:
             gc.enable()

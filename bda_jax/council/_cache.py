@@ -6,6 +6,14 @@ temperature, seed, JSON schema, sample index, max tokens); its :meth:`ChatReques
 SHA-256 of its canonical JSON and keys the cache. :class:`ReplyCache` stores replies in one
 SQLite table (WAL mode, one commit per put, ``INSERT OR IGNORE``), so a ``kill -9`` loses at most
 the call in flight, a stored reply is never replaced, and two processes may share one file.
+
+Speed (``benchmarks/bench_runner.py``, the replay): the canonical JSON of a request is composed
+from its fields, equal character for character to ``canonical_json`` of
+:meth:`ChatRequest.to_dict`: each scalar, string and ``{"role", "content"}`` message through
+the JSON module's own encoders, a system message's text once, and for the requests made from
+one template (:meth:`ChatRequest.with_messages`) everything around the messages, schema
+included, once per template. A replay-only cache reads one snapshot of the file (one read
+transaction) instead of taking SQLite's read lock per lookup.
 """
 from __future__ import annotations
 
@@ -15,6 +23,9 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, fields
+from json.encoder import encode_basestring_ascii as _json_string
+from json.scanner import make_scanner
+from math import isfinite
 
 from .._core.errors import ArtifactError, BdaError, DataError
 from .._core.io import canonical_json
@@ -71,6 +82,28 @@ class ChatRequest:
             out["draw"] = self.draw
         return out
 
+    def with_messages(self, messages) -> ChatRequest:
+        """``dataclasses.replace(self, messages=tuple(messages))``, made faster for a caller that
+        asks many prompts with one set of everything else (the runner: one template per seat and
+        schema): the copy skips the frozen ``__init__``, and its canonical JSON is composed from
+        this template's own text around the messages (made once per template) and the new
+        messages' JSON. Equal to the ``replace`` result, key included. Like the messages, the
+        template's schema must not be changed once the template is used."""
+        made = self.__dict__.get("_made")
+        if made is None:        # the copies' fields (every field but the messages) and JSON
+            try:
+                around = self._around()
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"chat request is not JSON-serializable: {exc}",
+                                field="messages") from exc
+            made = self.__dict__["_made"] = {f.name: getattr(self, f.name) for f in fields(self)}
+            made["_around"] = around
+        state = made.copy()
+        state["messages"] = tuple(messages)
+        req = _NEW(ChatRequest)
+        _SET(req, "__dict__", state)
+        return req
+
     def canonical(self) -> str:
         """The canonical JSON of :meth:`to_dict` (what :meth:`key` hashes and the cache stores).
         Computed once per request object: a request is immutable, so its message dicts must not
@@ -78,12 +111,30 @@ class ChatRequest:
         memo = self.__dict__.get("_canonical")
         if memo is None:
             try:
-                memo = canonical_json(self.to_dict())
+                head, tail = self.__dict__.get("_around") or self._around()
+                msgs = self.messages
+                if len(msgs) == 2:          # a system and a user message: the usual request
+                    memo = f"{head}{_json_message(msgs[0])},{_json_message(msgs[1])}{tail}"
+                else:
+                    memo = f'{head}{",".join(map(_json_message, msgs))}{tail}'
             except (TypeError, ValueError) as exc:
                 raise DataError(f"chat request is not JSON-serializable: {exc}",
                                 field="messages") from exc
             self.__dict__["_canonical"] = memo      # not a field: equality and repr unchanged
         return memo
+
+    def _around(self) -> tuple[str, str]:
+        """The canonical JSON of :meth:`to_dict` before and after the messages' items: keys
+        sorted (draw, endpoint, max_tokens, messages, model, sample, schema, seed,
+        temperature), each value as its own canonical JSON, so that ``head + ",".join(each
+        message's canonical JSON) + tail`` is ``canonical_json(self.to_dict())``."""
+        head = (f'{{"draw":{_json_value(self.draw)},"endpoint":' if self.draw else
+                '{"endpoint":')
+        return (f'{head}{_json_value(self.endpoint)},"max_tokens":'
+                f'{_json_value(self.max_tokens)},"messages":[',
+                f'],"model":{_json_value(self.model)},"sample":{_json_value(self.sample)},'
+                f'"schema":{_json_value(self.schema)},"seed":{_json_value(self.seed)},'
+                f'"temperature":{_json_value(self.temperature)}}}')
 
     def key(self) -> str:
         """SHA-256 hex digest (64 characters) of the canonical JSON of every field (computed once
@@ -110,7 +161,59 @@ class ChatReply:
     model: str | None = None
 
 
+def _json_value(value) -> str:
+    """``canonical_json(value)``; a plain string, integer, finite float or ``None`` without the
+    encoder's set-up (the JSON module's own encoders of those values: equal text)."""
+    kind = type(value)
+    if kind is str:
+        return _json_string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is float and isfinite(value):
+        return float.__repr__(value)
+    return canonical_json(value)
+
+
+#: system message text -> its message's canonical JSON (a seat's system message repeats from
+#: task to task; started afresh past :data:`_SYSTEM_MEMO_SIZE` entries)
+_SYSTEM_JSON: dict[str, str] = {}
+_SYSTEM_MEMO_SIZE = 4096
+
+
+def _json_message(message) -> str:
+    """``canonical_json(dict(message))``; a dict of exactly two strings ``role`` and ``content``
+    (every message of the council's prompts) composed directly, a system message's once."""
+    if type(message) is dict and len(message) == 2:
+        content, role = message.get("content"), message.get("role")
+        if type(content) is str and type(role) is str:
+            if role != "system":
+                return f'{{"content":{_json_string(content)},"role":{_json_string(role)}}}'
+            text = _SYSTEM_JSON.get(content)
+            if text is None:
+                if len(_SYSTEM_JSON) >= _SYSTEM_MEMO_SIZE:
+                    _SYSTEM_JSON.clear()
+                text = _SYSTEM_JSON[content] = \
+                    f'{{"content":{_json_string(content)},"role":"system"}}'
+            return text
+    return canonical_json(dict(message))
+
+
 _STORED_FIELDS = tuple(f.name for f in fields(ChatReply) if f.name != "cached")
+_NEW = object.__new__
+_SET = object.__setattr__
+_SCAN = make_scanner(json.JSONDecoder())
+
+
+def _decode(text: str):
+    """``json.loads(text)``: a stored reply (canonical JSON: nothing around the value) is read
+    by the decoder's own scanner without ``loads``' set-up; anything else goes to ``loads``."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, TypeError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def _reply_to_json(reply: ChatReply) -> str:
@@ -139,7 +242,8 @@ class ReplyCache:
     ``path``: the SQLite file (created if absent); ``None`` keeps an in-memory database for this
     process only. ``mode``: ``"record"`` (read hits, store new replies; the default),
     ``"replay"`` (read only; a miss raises :class:`CacheMiss`, so no request reaches the
-    network), ``"off"`` (nothing read or stored, no file opened).
+    network; the lookups read one snapshot of the file, taken at the first, so replies another
+    process stores meanwhile are not seen), ``"off"`` (nothing read or stored, no file opened).
 
     Storage: one table ``replies(key TEXT PRIMARY KEY, request JSON, reply JSON, created REAL)``
     in WAL mode; every put is committed at once; ``INSERT OR IGNORE`` means a stored reply is
@@ -155,6 +259,11 @@ class ReplyCache:
         self._conn: sqlite3.Connection | None = None
         if mode != "off":
             self._conn = self._open()
+            self._read = self._conn.cursor()         # the lookups' one cursor
+            if mode == "replay":
+                # nothing is written: every lookup reads one snapshot, taken at the first one
+                # (one read transaction, not SQLite's read lock taken and dropped per lookup)
+                self._conn.execute("BEGIN")
 
     # -- opening -----------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -236,7 +345,7 @@ class ReplyCache:
                 return None
             raise ArtifactError("the reply cache is closed", file=self.path)
         key = req.key()
-        row = self._conn.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        row = self._read.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
         if row is None:
             if self.mode == "replay":
                 where = [f"model {req.model!r}", f"endpoint {req.endpoint!r}"]
@@ -250,11 +359,15 @@ class ReplyCache:
                                 file=self.path, task_id=task or None)
             return None
         try:
-            d = json.loads(row[0])
-            return ChatReply(text=d["text"], prompt_tokens=int(d["prompt_tokens"]),
-                             completion_tokens=int(d["completion_tokens"]),
-                             latency_s=float(d["latency_s"]), cached=True,
-                             retries=int(d.get("retries", 0)), model=d.get("model"))
+            d = _decode(row[0])
+            # ChatReply(text=..., ..., cached=True) without the frozen __init__'s per-field
+            # object.__setattr__ (the same fields, values and checks)
+            reply = _NEW(ChatReply)
+            reply.__dict__.update(text=d["text"], prompt_tokens=int(d["prompt_tokens"]),
+                                  completion_tokens=int(d["completion_tokens"]),
+                                  latency_s=float(d["latency_s"]), cached=True,
+                                  retries=int(d.get("retries", 0)), model=d.get("model"))
+            return reply
         except (TypeError, ValueError, KeyError) as exc:
             raise ArtifactError(f"cached reply {key} is unreadable: {exc}", file=self.path) from exc
 

@@ -81,12 +81,17 @@ class Ledger:
         per_model: dict[str, dict] = {}
         unknown: set[str] = set()
         for r in self._rows:
-            m = per_model.setdefault(r["model"], empty())
+            m = per_model.get(r["model"])
+            if m is None:
+                m = per_model[r["model"]] = empty()
+            if r["cached"]:             # a cache hit: counted, nothing else (its cost is 0.0)
+                total["calls"] += 1
+                total["cached"] += 1
+                m["calls"] += 1
+                m["cached"] += 1
+                continue
             for acc in (total, m):
                 acc["calls"] += 1
-                if r["cached"]:
-                    acc["cached"] += 1
-                    continue
                 acc["prompt_tokens"] += r["prompt_tokens"]
                 acc["completion_tokens"] += r["completion_tokens"]
                 acc["latency_s"] += r["latency_s"]

@@ -11,13 +11,18 @@ re-asks (the reason is sent back); after that the move is recorded as an ``absta
 
 Resuming: every reply is in the cache before it is used, so a rerun of a killed run replays
 what it has and asks only for the rest; the final traces are written atomically at the end in
-question order, and each finished task is also appended to ``<out>.partial`` as it ends (whole
-lines only), so a killed run shows its progress.
+question order, and each finished task is also appended to ``<out>.partial`` (whole lines only:
+at once for a task that waited on the network, :data:`PARTIAL_BATCH` lines at a time for tasks
+the cache answered whole), so a killed run shows its progress.
 
-Speed (``benchmarks/bench_runner.py``): enough tasks run at once to fill every endpoint's
-``max_concurrency`` (at least :data:`TASK_CONCURRENCY`); a seat whose reply is cached is answered
-without the event loop (:meth:`CouncilClient.lookup`), so a replay never waits on it; each
-distinct set of legal moves has one schema object; each trace is serialized once.
+Speed (``benchmarks/bench_runner.py``): every task is first played as far as the cache answers
+it, without the event loop (:meth:`CouncilClient.lookup`), so a replay never waits on it and a
+resumed run finishes its cached tasks at once; the tasks that miss then run together, enough of
+them to fill every endpoint's ``max_concurrency`` (at least :data:`TASK_CONCURRENCY`). The
+prompts of a round are made together (:func:`round_messages`), each seat's legal moves once
+(for the prompt, the schema, the reply check and the move), one request template per seat and
+schema holds everything of a request but its messages, JSON included
+(:meth:`ChatRequest.with_messages`); each trace is serialized once.
 """
 from __future__ import annotations
 
@@ -38,9 +43,9 @@ from ._cache import ReplyCache
 from ._client import ChatRequest, CouncilClient, UpstreamError
 from ._config import METHOD_SEATS, CouncilConfig, Seat
 from ._ledger import Ledger
-from ._prompts import PROMPT_VERSION, move_messages, reask_message
-from ._protocol import (TaskState, trace_task_id, apply_move, legal_moves, new_task_state, next_round,
-                        record_abstain, to_trace)
+from ._prompts import PROMPT_VERSION, reask_message, round_messages
+from ._protocol import (LegalMoves, TaskState, apply_move, legal_moves, new_task_state, next_round,
+                        record_abstain, to_trace, trace_task_id)
 from ._questions import Question
 from ._schema import ReplyError, move_schema, parse_reply
 
@@ -52,6 +57,9 @@ MANIFEST_SCHEMA_VERSION = 1
 #: the fewest tasks deliberated at once (more where the endpoints' ``max_concurrency`` allows;
 #: each endpoint also bounds its own requests in flight)
 TASK_CONCURRENCY = 8
+#: tasks answered wholly from the cache reach ``<out>.partial`` this many lines at a time (one
+#: write each: whole lines only); a task that waited on the network, at once
+PARTIAL_BATCH = 64
 
 
 @dataclass
@@ -90,33 +98,41 @@ class _Asker:
     most ``config.max_reasks`` times). ``result`` is ``(MoveReply or None, reason of the last
     failure, extras)`` once ``done``."""
 
-    __slots__ = ("seat", "legal", "messages", "schema", "attempt", "reason", "result", "_base")
+    __slots__ = ("seat", "legal", "messages", "template", "attempt", "reason", "result",
+                 "_reasks")
 
-    def __init__(self, config: CouncilConfig, seat: Seat, state: TaskState, schemas: dict):
+    def __init__(self, config: CouncilConfig, seat: Seat, state: TaskState, legal: LegalMoves,
+                 messages: list[dict], shared: dict):
         self.seat = seat
-        self.legal = legal = legal_moves(state, seat.name)
-        self.messages = move_messages(state, seat.name, legal, role=seat.role)
-        schema = schemas.get(legal)            # one schema object per distinct set of legal moves
-        if schema is None:
-            schema = schemas[legal] = move_schema(legal)
-        self.schema = schema
+        self.legal = legal
+        self.messages = messages
+        # one request template per (seat, sample, schema), one schema object per distinct set
+        # of legal moves (what the schema reads of them): everything of a request but its
+        # messages, JSON included, made once
+        of = (legal.forces, legal.answers, legal.targets, legal.open_answers)
+        key = (seat.name, state.sample, of)
+        template = shared.get(key)
+        if template is None:
+            schema = shared.get(of)
+            if schema is None:
+                schema = shared[of] = move_schema(legal)
+            template = shared[key] = ChatRequest(
+                endpoint=seat.endpoint, model=seat.model, messages=(),
+                temperature=seat.temperature,
+                seed=None if seat.seed is None else seat.seed + state.sample, schema=schema,
+                sample=state.sample, max_tokens=seat.max_tokens)
+        self.template = template
         self.attempt = 0
         self.reason = ""
         self.result = None
-        self._base = (config.max_reasks,
-                      None if seat.seed is None else seat.seed + state.sample, state.sample)
+        self._reasks = config.max_reasks
 
     @property
     def done(self) -> bool:
         return self.result is not None
 
     def request(self) -> ChatRequest:
-        seat = self.seat
-        _, seed, sample = self._base
-        return ChatRequest(endpoint=seat.endpoint, model=seat.model,
-                           messages=tuple(self.messages), temperature=seat.temperature,
-                           seed=seed, schema=self.schema, sample=sample,
-                           max_tokens=seat.max_tokens)
+        return self.template.with_messages(self.messages)
 
     def take(self, reply, tally: _Tally) -> None:
         extras = {"model": reply.model or self.seat.model, "latency_s": round(reply.latency_s, 4),
@@ -126,7 +142,7 @@ class _Asker:
             return
         except ReplyError as err:
             self.reason = err.reason
-        if self.attempt < self._base[0]:
+        if self.attempt < self._reasks:
             self.attempt += 1
             tally.reasks += 1
             self.messages = [*self.messages, {"role": "assistant", "content": reply.text},
@@ -135,14 +151,13 @@ class _Asker:
             self.result = None, self.reason, extras
 
 
-def _answer_cached(client: CouncilClient, asker: _Asker, task: str, tally: _Tally) -> bool:
-    """Take cached replies for ``asker`` until it is done (``True``) or a request misses."""
-    while not asker.done:
-        reply = client.lookup(asker.request(), task=task, seat=asker.seat.name)
-        if reply is None:
-            return False
-        asker.take(reply, tally)
-    return True
+def _askers(config: CouncilConfig, state: TaskState, shared: dict) -> list[_Asker]:
+    """One asker per seat for the current round, their prompts made together."""
+    seats = config.seats
+    legal = [legal_moves(state, seat.name) for seat in seats]
+    messages = round_messages(state, [(s.name, lm, s.role) for s, lm in zip(seats, legal)])
+    return [_Asker(config, seat, state, lm, m, shared)
+            for seat, lm, m in zip(seats, legal, messages)]
 
 
 async def _answer(client: CouncilClient, asker: _Asker, task: str, tally: _Tally) -> None:
@@ -152,36 +167,78 @@ async def _answer(client: CouncilClient, asker: _Asker, task: str, tally: _Tally
                    tally)
 
 
-async def _deliberate(client: CouncilClient, config: CouncilConfig, question: Question,
-                      sample: int, tally: _Tally, schemas: dict) -> Trace | None:
-    seats = config.seats
-    state = new_task_state(question, [s.name for s in seats], seed=config.seed, sample=sample,
-                           extra_forces=config.extra_forces)
-    task = trace_task_id(question, sample)
-    for r in range(config.rounds):
-        if r:
-            next_round(state)
-        askers = [_Asker(config, seat, state, schemas) for seat in seats]
-        # cache hits are answered at once; only the seats that miss wait on the network
-        waiting = [a for a in askers if not _answer_cached(client, a, task, tally)]
-        if waiting:
-            await asyncio.gather(*(_answer(client, a, task, tally) for a in waiting))
-        for asker in askers:
+class _Deliberation:
+    """One task (a question and a sample) in progress: its protocol state, its trace task id,
+    the round it is in and that round's askers (``None`` before they are made)."""
+
+    __slots__ = ("question", "state", "task", "round", "askers")
+
+    def __init__(self, config: CouncilConfig, question: Question, sample: int):
+        self.question = question
+        self.state = new_task_state(question, [s.name for s in config.seats], seed=config.seed,
+                                    sample=sample, extra_forces=config.extra_forces)
+        self.task = trace_task_id(question, sample)
+        self.round = 0
+        self.askers: list[_Asker] | None = None
+
+    def play_cached(self, client: CouncilClient, config: CouncilConfig, tally: _Tally,
+                    shared: dict) -> bool:
+        """Play the rounds whose every move is answered from the cache, at once (no event
+        loop); ``True`` once every round is played, ``False`` when a seat of the current round
+        must wait on the network (the round's cached answers are taken already)."""
+        while self.round < config.rounds:
+            if self.askers is None:
+                if self.round:
+                    next_round(self.state)
+                self.askers = _askers(config, self.state, shared)
+            waiting = False
+            for asker in self.askers:        # cached replies until done or a request misses
+                while asker.result is None:
+                    reply = client.lookup(asker.request(), task=self.task, seat=asker.seat.name)
+                    if reply is None:
+                        waiting = True
+                        break
+                    asker.take(reply, tally)
+            if waiting:
+                return False
+            self.end_round(tally)
+        return True
+
+    async def play(self, client: CouncilClient, config: CouncilConfig, tally: _Tally,
+                   shared: dict) -> None:
+        """Play every round left, once :meth:`play_cached` stopped at a round: the seats that
+        missed the cache wait on the network together, the cached ones are answered at once."""
+        while True:
+            await asyncio.gather(*(_answer(client, a, self.task, tally) for a in self.askers
+                                   if not a.done))
+            self.end_round(tally)
+            if self.play_cached(client, config, tally, shared):
+                return
+
+    def end_round(self, tally: _Tally) -> None:
+        """Apply the round's moves in seat order and open the next round."""
+        state = self.state
+        for asker in self.askers:
             move, reason, extras = asker.result
             name = asker.seat.name
             if move is None:
-                tally.parse_failures.append({"task": task, "seat": name, "round": r,
-                                             "reason": reason})
+                tally.parse_failures.append({"task": self.task, "seat": name,
+                                             "round": self.round, "reason": reason})
                 record_abstain(state, name, reason, extra=extras)
-            else:
-                apply_move(state, name, move, extra=extras)
-    try:
-        return to_trace(state)
-    except TraceError:
-        if question.candidates is not None:
-            raise
-        tally.unanswered.append(task)      # an open question nobody answered: no trace holds it
-        return None
+            else:           # the legal moves it was parsed against, made once for the prompt
+                apply_move(state, name, move, extra=extras, legal=asker.legal)
+        self.askers = None
+        self.round += 1
+
+    def trace(self, tally: _Tally) -> Trace | None:
+        """The finished task's trace (``None``: an open question nobody answered)."""
+        try:
+            return to_trace(self.state)
+        except TraceError:
+            if self.question.candidates is not None:
+                raise
+            tally.unanswered.append(self.task)     # no trace can hold it
+            return None
 
 
 def _tasks_at_once(config: CouncilConfig) -> int:
@@ -208,7 +265,7 @@ async def _run(questions, config, out, cache, ledger, progress):
     results: list[Trace | None] = [None] * len(jobs)
     lines: list[str | None] = [None] * len(jobs)
     gate = asyncio.Semaphore(_tasks_at_once(config))
-    schemas: dict = {}                       # LegalMoves -> its move schema (never mutated)
+    shared: dict = {}        # the move schemas (never mutated) and the request templates
     done = 0
     try:
         served: dict = {}
@@ -224,19 +281,39 @@ async def _run(questions, config, out, cache, ledger, progress):
         if progress is not None:
             progress(0, len(jobs), ledger.running())
         with open(partial, "w", encoding="utf-8") as fh:
-            async def one(i, q, s):
+            unflushed = []                  # whole lines of finished tasks, not yet written
+
+            def finish(i: int, task: _Deliberation, flush: bool = True) -> None:
                 nonlocal done
-                async with gate:
-                    trace = await _deliberate(client, config, q, s, tally, schemas)
-                results[i] = trace
+                results[i] = trace = task.trace(tally)
                 if trace is not None:
                     lines[i] = trace_line(trace, out) + "\n"
-                    fh.write(lines[i])
+                    unflushed.append(lines[i])
+                if unflushed and (flush or len(unflushed) >= PARTIAL_BATCH):
+                    fh.write("".join(unflushed))
                     fh.flush()
+                    unflushed.clear()
                 done += 1
                 if progress is not None:
                     progress(done, len(jobs), ledger.running())
-            await asyncio.gather(*(one(i, q, s) for i, (q, s) in enumerate(jobs)))
+
+            async def one(i: int, task: _Deliberation) -> None:
+                async with gate:
+                    await task.play(client, config, tally, shared)
+                finish(i, task)
+
+            waiting = []
+            for i, (q, s) in enumerate(jobs):      # what the cache holds is played at once
+                task = _Deliberation(config, q, s)
+                if task.play_cached(client, config, tally, shared):
+                    finish(i, task, flush=False)   # written PARTIAL_BATCH at a time
+                else:
+                    waiting.append((i, task))
+            if unflushed:
+                fh.write("".join(unflushed))
+                fh.flush()
+                unflushed.clear()
+            await asyncio.gather(*(one(i, task) for i, task in waiting))
     finally:
         await client.aclose()
     traces = [t for t in results if t is not None]

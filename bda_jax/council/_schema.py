@@ -5,22 +5,27 @@ A reply is one JSON object with exactly four keys, all required (OpenAI strict s
 outputs): ``force`` (an enum of the legal forces), ``answer`` (a legal candidate or ``null``;
 any string for an open question), ``target`` (a legal move id or ``null``) and ``argument`` (a
 short text, at most :data:`ARGUMENT_MAX` characters, shown to the other seats in later rounds).
+A reply that is one JSON value and nothing else is read by the duplicate-refusing decoder's
+scanner directly; anything else goes through :func:`~bda_jax._core.io.loads_unique` (same
+verdicts, same reasons); a candidate is matched through one table per candidate set.
 """
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
+from json.scanner import make_scanner
 
 from .._core.errors import BdaError
-from .._core.io import DuplicateKeyError, loads_unique
+from .._core.io import DuplicateKeyError, loads_unique, unique_keys
 from .._core.normalize import default_normalizer
-from ._protocol import ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves
+from ._protocol import ANSWER_FORCES, TARGET_FORCES, IllegalMove, LegalMoves, candidate_of
 
 __all__ = ["MoveReply", "ReplyError", "move_schema", "parse_reply", "ARGUMENT_MAX"]
 
 ARGUMENT_MAX = 400
 _KEYS = ("force", "answer", "target", "argument")
+_KEY_SET = frozenset(_KEYS)
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n?(.*?)\r?\n?```$", re.DOTALL)
 
 
@@ -39,6 +44,17 @@ class MoveReply:
     answer: str | None
     target: str | None
     argument: str
+
+
+_NEW = object.__new__
+
+
+def _reply(force: str, answer: str | None, target: str | None, argument: str) -> MoveReply:
+    """``MoveReply(force, answer, target, argument)`` without the frozen ``__init__``'s
+    per-field ``object.__setattr__``."""
+    reply = _NEW(MoveReply)
+    reply.__dict__.update(force=force, answer=answer, target=target, argument=argument)
+    return reply
 
 
 def move_schema(legal: LegalMoves) -> dict:
@@ -79,9 +95,24 @@ def move_schema(legal: LegalMoves) -> dict:
     }
 
 
+_SCAN = make_scanner(json.JSONDecoder(object_pairs_hook=unique_keys))
+
+
+def _loads(body: str):
+    """``loads_unique(body)``: a body that is one JSON value and nothing else (it is stripped
+    already) is read by the same decoder's scanner without ``loads``' set-up; anything else
+    (leading whitespace, a byte-order mark, trailing text, not JSON) goes to ``loads_unique``,
+    which gives its value or its error."""
+    try:
+        value, end = _SCAN(body, 0)
+    except StopIteration:
+        return loads_unique(body)
+    return value if end == len(body) else loads_unique(body)
+
+
 def _unfence(text: str) -> str:
     text = text.strip()
-    m = _FENCE.match(text)
+    m = _FENCE.match(text) if text.startswith("```") else None
     return m.group(1).strip() if m else text
 
 
@@ -97,20 +128,22 @@ def parse_reply(text: str, legal: LegalMoves) -> MoveReply:
         raise ReplyError(f"reply is not text ({type(text).__name__})")
     body = _unfence(text)
     try:
-        value = loads_unique(body)
+        value = _loads(body)
     except DuplicateKeyError as err:
         raise ReplyError(f"repeated key {err.key!r}") from None
     except (json.JSONDecodeError, RecursionError, ValueError):
         raise ReplyError("not JSON" if body else "empty reply") from None
     if not isinstance(value, dict):
         raise ReplyError(f"not a JSON object (got {type(value).__name__})")
-    for key in value:
-        if key not in _KEYS:
-            raise ReplyError(f"unexpected key {key!r}")
-    for key in _KEYS:
-        if key not in value:
-            raise ReplyError(f"missing {key}")
-    force, answer, target, argument = (value[k] for k in _KEYS)
+    if value.keys() != _KEY_SET:
+        for key in value:
+            if key not in _KEYS:
+                raise ReplyError(f"unexpected key {key!r}")
+        for key in _KEYS:
+            if key not in value:
+                raise ReplyError(f"missing {key}")
+    force, answer, target, argument = (value["force"], value["answer"], value["target"],
+                                       value["argument"])
     if not isinstance(force, str):
         raise ReplyError("force must be a string")
     if force not in legal.forces:
@@ -124,14 +157,13 @@ def parse_reply(text: str, legal: LegalMoves) -> MoveReply:
             raise ReplyError(f"missing answer (a {force} needs one)")
         if not isinstance(answer, str):
             raise ReplyError("answer must be a string")
-        key = default_normalizer(answer)
-        if not key:
+        cand = None if legal.open_answers else candidate_of(legal.answers, answer)
+        if cand is not None:                # the first candidate with the answer's key
+            return _reply(force, cand, None, argument)
+        if not default_normalizer(answer):
             raise ReplyError("answer is empty")
         if legal.open_answers:
-            return MoveReply(force, answer.strip(), None, argument)
-        for cand in legal.answers:
-            if default_normalizer(cand) == key:
-                return MoveReply(force, cand, None, argument)
+            return _reply(force, answer.strip(), None, argument)
         raise ReplyError(f"answer {answer!r} not a candidate")
     if force in TARGET_FORCES:
         if target is None:
@@ -145,5 +177,5 @@ def parse_reply(text: str, legal: LegalMoves) -> MoveReply:
             raise ReplyError(f"target {target!r} is not your own move (retract)")
         if force != "retract" and own:
             raise ReplyError(f"target {target!r} is your own move ({force})")
-        return MoveReply(force, None, target, argument)
-    return MoveReply(force, None, None, argument)
+        return _reply(force, None, target, argument)
+    return _reply(force, None, None, argument)

@@ -73,6 +73,7 @@ import functools
 import gc
 import gzip
 import io
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -86,7 +87,7 @@ import pandas as pd
 from .._core.errors import DataError
 from .._core.normalize import default_normalizer, normalize_id
 from .._core.fastparse import FastTasks
-from .._core.traces import Trace, lazy_trace
+from .._core.traces import FORCES, Trace, lazy_trace
 
 __all__ = [
     "CrowdData", "Duplicates", "DUPLICATE_POLICIES", "load_zheng", "load_zhang", "load_snow",
@@ -226,9 +227,34 @@ def _read_rows(path: Path, delimiter: str | None) -> list[tuple[int, list[str]]]
         return _read_quoted(path, text)
     if " " in text or (delimiter != "\t" and "\t" in text):     # fields may need stripping
         rows = [(i, [f.strip() for f in t.split(delimiter)]) for i, t in enumerate(lines, 1)]
-    else:
-        rows = [(i, t.split(delimiter)) for i, t in enumerate(lines, 1)]
-    return [(i, f) for i, f in rows if any(f)]
+        return [(i, f) for i, f in rows if any(f)]
+    # no field needs stripping: a row is blank when it holds delimiters only, and when every
+    # row has one width the fields are split once, as columns (no list per row)
+    keep = [i for i, t in enumerate(lines, 1) if t.strip(delimiter)]
+    kept = lines if len(keep) == len(lines) else [lines[i - 1] for i in keep]
+    widths = set(map(str.count, kept, itertools.repeat(delimiter)))
+    if len(widths) == 1:
+        width = widths.pop() + 1
+        fields = delimiter.join(kept).split(delimiter)
+        return _Rows(keep, [fields[k::width] for k in range(width)])
+    return [(i, t.split(delimiter)) for i, t in zip(keep, kept)]
+
+
+class _Rows:
+    """Rows of one width as columns: ``lines`` (1-based line of each row) and ``columns``
+    (one list of fields per column). Indexes and slices like the list of ``(line, fields)``
+    pairs it stands for; :func:`_columns` takes its columns as they are."""
+
+    def __init__(self, lines: list[int], columns: list[list[str]]):
+        self.lines, self.columns = lines, columns
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return _Rows(self.lines[k], [c[k] for c in self.columns])
+        return self.lines[k], [c[k] for c in self.columns]
 
 
 def _read_quoted(path: Path, text: str) -> list[tuple[int, list[str]]]:
@@ -271,6 +297,8 @@ def _columns(path: Path, rows, names: Sequence[str], counts: Sequence[int],
         line, fields = rows[0]
         raise DataError(f"expected {' or '.join(map(str, counts))} columns ({', '.join(names)}), "
                         f"found {width}", file=file, line=line)
+    if isinstance(rows, _Rows):                 # one width, already columns
+        return [_Column(file, rows.lines, list(col)) for col in rows.columns]
     for line, fields in rows:
         if len(fields) != width:
             task = fields[task_col] if len(fields) > task_col else None
@@ -879,32 +907,35 @@ def to_traces(data: CrowdData) -> list[Trace]:
     labels = data.labels
     if len(labels) == 0:
         raise DataError("no labels to convert", field="labels")
+    coded = {}
     for col in ("task", "worker", "label"):      # a hand-built CrowdData is checked here too
-        values = labels[col].to_numpy(object)
-        if not all(issubclass(t, str) for t in set(map(type, values))) or "" in set(values):
+        codes, uniques = pd.factorize(labels[col].to_numpy(object))     # first seen; NA: -1
+        uniques = uniques.tolist()
+        if codes.min() < 0 or not all(isinstance(u, str) for u in uniques) or "" in uniques:
             raise DataError(f"column {col!r} must hold non-empty strings", field=col)
-    outside = ~labels["label"].isin(cands).to_numpy()
-    if outside.any() or not data.gold.isin(cands).all():
+        coded[col] = codes, uniques
+    if not set(coded["label"][1]) <= set(cands) or not data.gold.isin(cands).all():
         raise DataError(f"a label or gold value is not one of the candidates {list(cands)}",
                         field="candidates")
-    codes, names = pd.factorize(labels["task"].to_numpy(object))
+    codes, tasks = coded["task"]
     order = np.argsort(codes, kind="stable")
-    ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
-    workers, empty = _canonical_ids(labels["worker"].to_numpy(object)[order].tolist())
+    ends = np.cumsum(np.bincount(codes, minlength=len(tasks))).tolist()
+    canon, empty = _canonical_ids(coded["worker"][1])
     if empty is not None:
         raise DataError("a worker is empty as an agent id (NFKC, stripped)", field="worker")
-    answers = labels["label"].to_numpy(object)[order].tolist()
+    workers = (canon, coded["worker"][0][order])       # per move: codes into the distinct ones
+    answers = (coded["label"][1], coded["label"][0][order])
     gold = data.gold.to_dict()
-    tasks = names.tolist()
     golds = [gold.get(task) for task in tasks]
     source = (str(data.source), None)
-    M = len(answers)
+    M = len(order)
     # The columns were checked above, so the moves are not re-parsed: they stay columns (the
     # Move objects are built when a trace's ``moves`` is first read) and bda_jax.tally runs the
     # automaton over all of them at once (a task the fast checks refuse is resolved as usual).
     columns = FastTasks.from_columns(
         source[0], [None] * len(tasks), np.diff(np.concatenate([[0], ends])).tolist(), tasks,
         [cands] * len(tasks), golds, [f"r{r}" for r in order.tolist()], workers, answers,
-        ["propose"] * M, [0] * M)
+        np.full(M, FORCES.index("propose"), np.int8), np.zeros(M, np.int64),
+        distinct_ids=True)          # "r<row>": one id per row
     return [lazy_trace(task, cands, g, None, source, (columns, t))
             for t, (task, g) in enumerate(zip(tasks, golds))]

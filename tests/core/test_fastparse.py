@@ -10,6 +10,7 @@ The reference is ``_read_traces_reference`` (``json`` with the repeated-key hook
 """
 import dataclasses
 import json
+import os
 import random
 
 import numpy as np
@@ -360,3 +361,198 @@ def test_crowd_traces_tally_as_move_objects_do():
         for opts in ({}, {"layout": "pairs"}, {"abstain_candidate": "unknown"},
                      {"agents": sorted({m.agent for t in ref for m in t.moves})[::-1]}):
             assert same_counts(bda.tally(traces, **opts), bda.tally(ref, **opts)), (name, opts)
+
+
+# ----------------------------------------------------------------------------- parse workers
+@pytest.fixture
+def small_segments(monkeypatch):
+    """Segments of a few hundred bytes, so that a small file is spread over both workers."""
+    monkeypatch.setattr(fastparse, "SEGMENT_BYTES", 900)
+
+
+def plain_lines(rng: random.Random, n: int, prefix: str = "q") -> list[str]:
+    """``n`` tasks the fast path takes (given and first-seen candidates, concedes,
+    challenges, retracts, confidences), as JSON lines."""
+    lines = []
+    for k in range(n):
+        agents = ["A1", "A2", " A3"] + (["Late"] if k > n * 0.8 else [])
+        moves = [{"id": f"m{i}", "agent": a, "round": 0, "force": "propose",
+                  "answer": rng.choice(["A", "B", "(c)"])} for i, a in enumerate(agents)]
+        for i, a in enumerate(agents):
+            kind = rng.choice(["concede", "challenge", "vote", "abstain", "retract"])
+            move = {"id": f"r{i}", "agent": a, "round": 1, "force": kind}
+            if kind in ("concede", "challenge"):
+                move["target"] = f"m{rng.randrange(len(agents))}"
+            elif kind == "vote":
+                move["answer"] = moves[i]["answer"]
+            elif kind == "retract":
+                move["target"] = f"m{i}"
+            if rng.random() < 0.3:
+                move["confidence"] = round(rng.random(), 3)
+            moves.append(move)
+        task = {"task_id": f"{prefix}{k}", "moves": moves, "gold": rng.choice(["A", "b", ""])}
+        if k % 3:
+            task["candidates"] = ["A", "B", "C"]
+        lines.append(json.dumps(task, ensure_ascii=k % 2 == 0))
+    return lines
+
+
+def test_segments_split_lines_as_the_reader_does():
+    """Cut at the segment bounds, a file's lines are numbered and split as the in-process
+    reader numbers and splits them (\\n, \\r\\n, bare \\r, blank lines, no final line end),
+    and each line's byte range holds its bytes."""
+    import io
+    rng = random.Random(3)
+    for _ in range(60):
+        pieces = [rng.choice([b'{"a": 1}', b"  ", b"", b"x", b"\xc2\xa0", b'{"b"\r2}']) * 2
+                  for _ in range(rng.randint(0, 30))]
+        data = b"".join(p + rng.choice([b"\n", b"\r\n", b"\r", b"\n\n"]) for p in pieces)
+        data += rng.choice([b"", b"tail", b"\r"])
+        lines = fastparse._Lines(io.BytesIO(data), None)
+        lines.BLOCK = rng.choice([3, 64, 1 << 18])
+        want = lines.take(10**6)
+        bounds = [0]
+        while bounds[-1] < len(data):   # the bounds _segment_bounds finds (checked below)
+            at = data.find(b"\n", bounds[-1] + rng.randint(1, 40) - 1)
+            bounds.append(len(data) if at < 0 else at + 1)
+        got_numbers, got_datas, base = [], [], 0
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            numbers, starts, lengths, datas, n = fastparse._segment_lines(data[start:end], start)
+            assert [data[s:s + m] for s, m in zip(starts.tolist(), lengths.tolist())] == datas
+            got_numbers += [base + i for i in numbers]
+            got_datas += datas
+            base += n
+        assert (got_numbers, got_datas) == want, data
+
+
+def test_segment_bounds_end_after_a_line_feed(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"ab\ncd\r\nef\rgh\n" * 50 + b"no end")
+    data = path.read_bytes()
+    with open(path, "rb") as f:
+        for step in (1, 5, 13, 100, 10**6):
+            bounds = fastparse._segment_bounds(f.fileno(), len(data), step)
+            assert bounds[0] == 0 and bounds[-1] == len(data) and bounds == sorted(set(bounds))
+            assert all(data[b - 1:b] == b"\n" for b in bounds[1:-1])
+            assert all(b - a >= step for a, b in zip(bounds[:-2], bounds[1:-1]))
+    assert fastparse._segment_bounds(0, 0, 10) == [0, 0]
+
+
+def started_workers(monkeypatch) -> list:
+    """Records how many workers each read starts (a read that fell back would warn)."""
+    calls = []
+    start = fastparse._start_workers
+
+    def spy(n, config):
+        calls.append(n)
+        return start(n, config)
+
+    monkeypatch.setattr(fastparse, "_start_workers", spy)
+    return calls
+
+
+def test_workers_read_like_one_process(tmp_path, monkeypatch, small_segments):
+    """Traces read by three processes (two workers, through read_traces' automatic choice)
+    equal the reference reader's, moves and sources included, and tally alike."""
+    rng = random.Random(11)
+    lines = plain_lines(rng, 240)
+    lines[100:100] = ["", "   ", "\u00a0"]                 # blank lines, one only to Python
+    path = tmp_path / "w.jsonl"
+    path.write_bytes("\r\n".join(lines).encode())
+    calls = started_workers(monkeypatch)
+    monkeypatch.setattr(fastparse, "MIN_BYTES_PER_WORKER", 1)
+    monkeypatch.setenv(fastparse.WORKERS_ENV, "3")
+    got = outcome(lambda: bda.read_traces(path))
+    ref = outcome(lambda: _read_traces_reference(path))
+    assert calls == [2] and got[0] == ref[0] == "ok" and got[2] == ref[2] == []
+    assert same_traces(got[1], ref[1]) and all("_fast" in t.__dict__ for t in got[1])
+    assert [t.moves for t in got[1][::37]] == [t.moves for t in ref[1][::37]]
+    for opts in ({}, {"abstain_candidate": "unknown", "layout": "pairs"}):
+        assert same_counts(bda.tally(got[1], **opts), bda.tally(ref[1], **opts)), opts
+
+
+def test_workers_stream_like_one_process(tmp_path, monkeypatch, small_segments):
+    """tally_stream in two or three processes equals workers=1, with a package normalizer
+    (the workers resolve) and with the caller's own (resolved in this process)."""
+    path = tmp_path / "w.jsonl"
+    path.write_text("\n".join(plain_lines(random.Random(12), 200)) + "\n")
+    calls = started_workers(monkeypatch)
+    for workers, opts in [
+            (3, {"abstain_candidate": "unknown", "layout": "pairs", "chunk_tasks": 77}),
+            (2, {"normalizer": lambda s: s.strip("()").upper(), "chunk_tasks": 5000})]:
+        one = outcome(lambda: bda.tally_stream(path, workers=1, **opts))
+        two = outcome(lambda: bda.tally_stream(path, workers=workers, **opts))
+        assert one[0] == two[0] == "ok" and one[2] == two[2] == []
+        assert same_counts(one[1], two[1]), opts
+    assert calls == [2, 1]
+
+
+def test_workers_raise_the_first_error_in_file_order(tmp_path, monkeypatch, small_segments):
+    """A file with problems late, in several segments: parse workers raise the reference
+    reader's first error (strict), skip, count and warn as one process does (lenient); a
+    task id repeated across segments is refused naming the first line."""
+    rng = random.Random(13)
+    lines = plain_lines(rng, 150)
+    bad = json.loads(lines[90])
+    bad["moves"][-1]["target"] = "nope"                  # unknown_target
+    lines[90] = json.dumps(bad)
+    lines[120] = lines[120].replace('"round": 1', '"round": -1', 1)    # refused by the decoder
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    ref = outcome(lambda: _read_traces_reference(path))
+    got = outcome(lambda: read_checked_traces(path, bda.default_normalizer, False, workers=2))
+    assert got == ref and got[0] == "error" and got[4] == 91 and got[7] == "target"
+    one = outcome(lambda: bda.tally_stream(path, workers=1, lenient=True))
+    two = outcome(lambda: bda.tally_stream(path, workers=2, lenient=True))
+    assert one[0] == two[0] == "ok" and one[2] == two[2] != [] and same_counts(one[1], two[1])
+    lines = plain_lines(rng, 150)
+    lines[140] = lines[3]
+    path.write_text("\n".join(lines) + "\n")
+    got = outcome(lambda: bda.tally_stream(path, workers=3))
+    assert got == outcome(lambda: bda.tally(_read_traces_reference(path)))
+    assert got[0] == "error" and got[4] == 141 and "first on line 4" in got[2]
+
+
+def test_a_worker_that_stops_leaves_the_rest_to_this_process(tmp_path, monkeypatch,
+                                                             small_segments):
+    """A worker that answers one request and exits, or cannot start: a RuntimeWarning, and
+    the rest of the file is read here, with the same counts."""
+    path = tmp_path / "w.jsonl"
+    path.write_text("\n".join(plain_lines(random.Random(14), 120)) + "\n")
+    one = bda.tally_stream(path, workers=1)
+    boot = fastparse._BOOT
+    for patched, reason in [
+            (boot.replace("fastparse._serve(", "import io; sys.stdin = io.TextIOWrapper("
+                          "io.BytesIO(sys.stdin.buffer.readline())); fastparse._serve("),
+             "exit status 0"),
+            ("raise SystemExit(3)", "exit status 3")]:
+        monkeypatch.setattr(fastparse, "_BOOT", patched)
+        with pytest.warns(RuntimeWarning, match=f"parse worker stopped \\({reason}\\)"):
+            two = bda.tally_stream(path, workers=2)
+        assert same_counts(one, two)
+
+
+def test_worker_counts(tmp_path, monkeypatch):
+    monkeypatch.delenv(fastparse.WORKERS_ENV, raising=False)
+    step = fastparse.MIN_BYTES_PER_WORKER
+    cpus = len(os.sched_getaffinity(0))
+    cap = min(cpus + 1, fastparse.MAX_AUTO_WORKERS) if cpus > 1 else 1   # a worker per CPU
+    assert fastparse.auto_workers(0) == fastparse.auto_workers(2 * step - 1) == 1
+    assert fastparse.auto_workers(2 * step) == min(2, cap)
+    assert fastparse.auto_workers(100 * step) == cap
+    monkeypatch.setenv(fastparse.WORKERS_ENV, "3")
+    assert fastparse.auto_workers(100 * step) == 3 and fastparse.auto_workers(step) == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(fastparse.WORKERS_ENV, bad)
+        with pytest.raises(bda.DataError) as info:
+            fastparse.auto_workers(100 * step)
+        assert info.value.field == fastparse.WORKERS_ENV
+    path = tmp_path / "t.jsonl"
+    path.write_text(plain_lines(random.Random(1), 1)[0])
+    for bad in (0, 1.5, True, "2"):
+        with pytest.raises(bda.DataError) as info:
+            bda.tally_stream(path, workers=bad)
+        assert info.value.field == "workers"
+    with pytest.raises(bda.DataError, match="shard") as info:
+        bda.tally_stream(path, shard=(0, 2), workers=2)
+    assert info.value.field == "workers"

@@ -1,5 +1,6 @@
 """ReplyCache and ChatRequest.key: canonical keys, append-only storage, modes, version check,
 two writer processes."""
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -40,6 +41,48 @@ def test_key_is_sha256_of_canonical_json_of_every_field():
 def test_key_rejects_unserializable_messages():
     with pytest.raises(DataError, match="JSON"):
         _req(messages=({"role": "user", "content": object()},)).key()
+    with pytest.raises(DataError, match="JSON"):                   # NaN is not JSON either
+        _req(temperature=float("nan")).key()
+    with pytest.raises(DataError, match="JSON"):
+        _req(schema={"x": object()}).with_messages(())
+
+
+def _canonical(value) -> str:
+    """The canonical JSON, written out here from its definition (sorted keys, no spaces, ASCII
+    only, no NaN): the reference the composed text must equal."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False)
+
+
+ODD_MESSAGES = (
+    {"role": "system", "content": "quotes \" \\ tab\t nl\n nul\x00 é ☃ 😀 lone \ud800 end"},
+    {"role": "user", "content": ""},
+    {"role": "user", "content": "x", "name": "extra key"},          # not the two-key form
+    {"content": [{"type": "text", "text": "parts"}], "role": "user"},  # content not a string
+    {"role": "assistant"},
+)
+
+
+@pytest.mark.parametrize("fields", [
+    {},
+    dict(messages=ODD_MESSAGES),
+    dict(temperature=0, seed=None, schema=None, sample=3, max_tokens=10**30, draw=2),
+    dict(temperature=0.1 + 0.2, seed=-(2**70), endpoint="é p", model="m\u2028"),
+    dict(temperature=True, schema={"b": [1.5, None, {"z": 1e300, "a": "ÿ"}], "a": {}}),
+])
+def test_composed_canonical_json_is_the_canonical_json_of_to_dict(fields):
+    """The key's text is composed field by field (and, for a template's copies, around the
+    messages); it equals the canonical JSON of the whole request, character for character."""
+    r = _req(**fields)
+    assert r.canonical() == _canonical(r.to_dict())
+    assert r.key() == hashlib.sha256(_canonical(r.to_dict()).encode("ascii")).hexdigest()
+    template = _req(**{**fields, "messages": ()})
+    for messages in (r.messages, ODD_MESSAGES[:2], ()):
+        copy = template.with_messages(list(messages))
+        plain = dataclasses.replace(template, messages=tuple(messages))
+        assert copy == plain and repr(copy) == repr(plain)
+        assert copy.canonical() == plain.canonical() == _canonical(plain.to_dict())
+        assert copy.key() == plain.key()
 
 
 def test_roundtrip_and_append_only(tmp_path):
@@ -89,6 +132,42 @@ def test_replay_miss_names_model_task_and_seat(tmp_path):
         c.put(_req(1), _reply())                            # replay never writes
         with pytest.raises(CacheMiss, match="'m'"):
             c.get(_req(1))
+
+
+def test_replay_reads_one_snapshot_taken_at_its_first_lookup(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with ReplyCache(path) as rec:
+        rec.put(_req(0), _reply("a"))
+        with ReplyCache(path, mode="replay") as rep:
+            rec.put(_req(1), _reply("b"))           # before the first lookup: in the snapshot
+            assert rep.get(_req(0)).text == "a" and rep.get(_req(1)).text == "b"
+            rec.put(_req(2), _reply("c"))           # after it: not seen by this replay
+            with pytest.raises(CacheMiss):
+                rep.get(_req(2))
+        with ReplyCache(path, mode="replay") as rep:
+            assert rep.get(_req(2)).text == "c"
+
+
+def test_stored_replies_read_as_json_loads_reads_them(tmp_path):
+    """A reply stored by put is canonical JSON; one written otherwise in the documented table
+    (spaces around the value) reads all the same; one that is not a reply is an ArtifactError
+    naming its key."""
+    path = tmp_path / "c.sqlite"
+    with ReplyCache(path) as c:
+        c.put(_req(0), _reply("x"))
+    spaced = ' {"text": "y", "prompt_tokens": 1, "completion_tokens": 2, "latency_s": 0.5} '
+    conn = sqlite3.connect(path)
+    for i, reply in ((1, spaced), (2, '{"text": "y"} and more'), (3, '{"text": "y"}'), (4, "[1]")):
+        conn.execute("INSERT INTO replies VALUES (?, ?, ?, ?)",
+                     (_req(i).key(), _req(i).canonical(), reply, 0.0))
+    conn.commit()
+    conn.close()
+    with ReplyCache(path, mode="replay") as c:
+        assert c.get(_req(0)) == ChatReply("x", 3, 5, 0.25, cached=True, retries=1, model="m-1")
+        assert c.get(_req(1)) == ChatReply("y", 1, 2, 0.5, cached=True, retries=0, model=None)
+        for i in (2, 3, 4):
+            with pytest.raises(ArtifactError, match=f"cached reply {_req(i).key()}"):
+                c.get(_req(i))
 
 
 def test_replay_needs_an_existing_file(tmp_path):

@@ -1,6 +1,8 @@
 """The council runner end to end against the loopback fake server: traces that the strict reader,
 the tally and the aggregators accept; reruns served from the cache; replay-only; parse failures
 recorded as abstain; kill -9 and resume without repeating a cached request."""
+import hashlib
+import itertools
 import json
 import os
 import signal
@@ -10,14 +12,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("openai")
 pytest.importorskip("pydantic")
 
 import bda_jax as bda  # noqa: E402
+from bda_jax import Move  # noqa: E402
 from bda_jax.aggregators import BDAPerAgent  # noqa: E402
-from bda_jax.council import read_config, read_questions, run_council  # noqa: E402
+from bda_jax.council import (TARGET_FORCES, LegalMoves, MoveReply, Question,  # noqa: E402
+                             ReplyError, apply_move, label_seed, legal_moves, new_task_state,
+                             next_round, parse_reply, read_config, read_questions,
+                             record_abstain, run_council, to_trace, trace_task_id)
 
 from council.fake_server import FakeServer  # noqa: E402
 from reference import traces_without_run_extras  # noqa: E402
@@ -209,3 +216,202 @@ def test_a_run_fills_the_endpoint_concurrency(tmp_path):
         peak = srv.max_in_flight
     assert summary.n_tasks == 16 and len(_chat_requests(srv)) == 16 * 3
     assert 24 < peak <= 32
+
+
+def test_a_rerun_with_new_questions_asks_only_for_them(tmp_path, server):
+    """Tasks the cache holds whole are played at once, tasks with misses wait on the network:
+    a rerun over more questions sends exactly the new tasks' requests, and the old tasks'
+    traces are the first run's."""
+    cfg = read_config(_config(tmp_path / "c.toml", server.base_url, rounds=2))
+    cache = tmp_path / "cache.sqlite"
+    run_council(read_questions(_questions(tmp_path / "q3.jsonl", 3)), cfg, tmp_path / "a.jsonl",
+                cache_path=cache)
+    n = len(_chat_requests(server))
+    done = []
+    summary = run_council(read_questions(_questions(tmp_path / "q5.jsonl", 5)), cfg,
+                          tmp_path / "b.jsonl", cache_path=cache,
+                          progress=lambda d, total, counters: done.append((d, total)))
+    assert n == 3 * 6 and len(_chat_requests(server)) == n + 2 * 6
+    assert summary.ledger["calls"] == 5 * 6 and summary.ledger["cached"] == 3 * 6
+    assert done == [(k, 5) for k in range(6)]
+    fresh = run_council(read_questions(tmp_path / "q5.jsonl"), cfg, tmp_path / "c.jsonl",
+                        cache_path=tmp_path / "fresh.sqlite")
+    assert fresh.n_tasks == 5
+    again = traces_without_run_extras(tmp_path / "b.jsonl")
+    assert again[:3] == traces_without_run_extras(tmp_path / "a.jsonl")
+    assert again == traces_without_run_extras(tmp_path / "c.jsonl")
+
+
+def test_a_replay_writes_the_partial_file_in_whole_lines(tmp_path, server):
+    """A replay answers every task at once; its progress file gets the finished tasks' lines
+    some tasks at a time (``PARTIAL_BATCH``), whole lines only, and is gone at the end."""
+    from bda_jax.council import _runner  # private: the batch size the partial file is written in
+    n = _runner.PARTIAL_BATCH + 6
+    cfg = read_config(_config(tmp_path / "c.toml", server.base_url, rounds=1))
+    questions = read_questions(_questions(tmp_path / "q.jsonl", n))
+    cache, out = tmp_path / "cache.sqlite", tmp_path / "t.jsonl"
+    run_council(questions, cfg, tmp_path / "live.jsonl", cache_path=cache)
+    seen = []
+
+    def progress(done, total, counters):
+        text = Path(f"{out}.partial").read_text() if done else ""
+        assert text == "" or text.endswith("\n")
+        seen.append((done, len(text.splitlines())))
+
+    run_council(questions, cfg, out, cache_path=cache, cache_mode="replay", progress=progress)
+    assert seen[0] == (0, 0) and seen[-1][0] == n
+    batch = _runner.PARTIAL_BATCH
+    assert [lines for _, lines in seen[1:]] == [(d // batch) * batch for d, _ in seen[1:]]
+    assert not Path(f"{out}.partial").exists()
+    assert out.read_text() == (tmp_path / "live.jsonl").read_text().replace(
+        '"cache_hit": false', '"cache_hit": true')
+
+
+# ------------------------------------------------------------------ the protocol's fast paths
+def _reference_trace(state):
+    """The trace ``to_trace`` documents, made the long way: the record from its documented
+    recipe, then ``parse_trace`` and the strict automaton (``resolve_trace``)."""
+    q = state.question
+    raw = {"task_id": trace_task_id(q, state.sample)}
+    if q.candidates is not None:
+        raw["candidates"] = list(q.candidates)
+    if q.gold is not None:
+        raw["gold"] = q.gold
+    raw["cluster"] = q.cluster if q.cluster is not None else q.task_id
+    raw["moves"] = [m.to_json() for m in state.moves]
+    raw.update({k: v for k, v in q.extra.items() if k not in raw})
+    raw.update({"question": q.question, "sample": state.sample, "labels": dict(state.labels)})
+    trace = bda.parse_trace(raw)
+    return trace, bda.resolve_trace(trace)
+
+
+def _play(rng, question, seats, rounds=3, extra_forces=(), use_legal=True, abstain=0.1):
+    """A task played with random legal moves (a seat's legal moves passed to apply_move as the
+    runner passes them, or not), some seats recorded as abstain."""
+    state = new_task_state(question, seats, seed=int(rng.integers(50)),
+                           extra_forces=extra_forces)
+    for r in range(rounds):
+        if r:
+            next_round(state)
+        for seat in seats:
+            legal = legal_moves(state, seat)
+            if rng.random() < abstain:
+                record_abstain(state, seat, "unusable", extra={"model": "m"})
+                continue
+            force = str(rng.choice(legal.forces))
+            answer = target = None
+            pool = legal.own_targets if force == "retract" else \
+                [t for t in legal.targets if t not in legal.own_targets]
+            if force in TARGET_FORCES and pool:
+                target = str(rng.choice(pool))
+            elif force != "abstain":
+                force = "propose" if force in TARGET_FORCES else force
+                answer = str(rng.choice(legal.answers)) if legal.answers else \
+                    str(rng.choice(["Paris", " Lyon ", "42"]))
+            apply_move(state, seat, MoveReply(force, answer, target, f"because {r}"),
+                       extra={"model": "m", "latency_s": 0.25, "cache_hit": True},
+                       legal=legal if use_legal else None)
+    return state
+
+
+def _same_as_reference(state):
+    try:
+        ref, resolved = _reference_trace(state)
+    except bda.TraceError as err:
+        with pytest.raises(bda.TraceError) as got:
+            to_trace(state)
+        assert (got.value.field, got.value.move_id) == (err.field, err.move_id)
+        return False
+    got = to_trace(state)
+    assert got == ref and got.to_json() == ref.to_json()
+    assert bda.resolve_trace(got) == resolved           # admissible, resolved alike
+    return True
+
+
+QUESTION = Question("q1", "Which?", ("A", "B", "C"), "B", None, {"source": "hand"})
+OPEN = Question("o1", "Capital?", None, "Paris", "c7")
+
+
+@pytest.mark.parametrize("question, extra_forces", [
+    (QUESTION, ()), (QUESTION, ("retract", "vote", "abstain")), (OPEN, ("retract",))])
+def test_to_trace_is_parse_trace_and_the_strict_automaton(question, extra_forces):
+    """Random legal plays: the trace is the one parse_trace and resolve_trace give the task's
+    documented record, its resolution too; for an open question nobody answered both raise."""
+    rng = np.random.default_rng(3)
+    ok = 0
+    for k in range(40):
+        state = _play(rng, question, ("s0", "s1", "s2"), extra_forces=extra_forces,
+                      use_legal=k % 2 == 0, abstain=0.5 if k % 5 == 0 else 0.1)
+        ok += _same_as_reference(state)
+    assert ok > 30
+
+
+def test_to_trace_of_a_task_changed_by_hand_checks_it_whole():
+    """A move made by hand or with made-up legal moves, a round set back, a question swapped,
+    seat names that are not canonical agent ids, fields to convert: to_trace gives (or refuses)
+    exactly what parse_trace and the strict automaton give (or refuse)."""
+    rng = np.random.default_rng(5)
+    seats = ("s0", "s1", "s2")
+
+    def played(question=QUESTION, names=seats):
+        return _play(rng, question, names, abstain=0.0)
+
+    s = played()
+    s.moves.append(Move(f"m{len(s.moves) + 1}", "s0", 2, "propose", "A", extra={"argument": ""}))
+    assert _same_as_reference(s)                                     # by hand, admissible
+    s = played()
+    s.moves.append(Move(f"m{len(s.moves) + 1}", "s0", 0, "propose", "A"))
+    assert not _same_as_reference(s)                                 # a round set back
+    s = played()
+    s.round = -1
+    apply_move(s, "s0", MoveReply("propose", "A", None, ""))
+    assert not _same_as_reference(s)                                 # a negative round
+    s = played()
+    s.question = Question("q1", "Which?", ("X", "Y"), None)
+    assert not _same_as_reference(s)                                 # answers not candidates
+    s = played()
+    next_round(s)
+    apply_move(s, "s0", MoveReply("concede", None, "m99", ""),
+               legal=LegalMoves(("concede",), QUESTION.candidates, ("m99",)))
+    assert not _same_as_reference(s)                                 # made-up legal moves
+    assert _same_as_reference(played(names=(" s0 ", "ｓ1", "s2")))   # agents normalized
+    assert _same_as_reference(played(Question(7, "Which?", ("A", "B"), "  ", 3)))  # ints, blank
+    assert not _same_as_reference(played(Question("q2", "Which?", ("A", "a"), None)))  # collide
+    s = new_task_state(QUESTION, seats, seed=1)
+    apply_move(s, "s0", MoveReply("propose", "A", None, ""), extra={"round": 7})
+    assert _same_as_reference(s)                                     # an extra that is a field
+
+
+def test_labels_and_label_seed_follow_the_documented_recipe():
+    for seed, task, sample, n in itertools.product((0, 7, 2**40), ("q1", 'é "x"\n', "数"),
+                                                   (0, 3), (1, 2, 3, 5)):
+        text = json.dumps([seed, task, sample], separators=(",", ":"))
+        number = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+        assert label_seed(seed, task, sample) == number
+        names = [f"s{i}" for i in range(n)]
+        state = new_task_state(Question(task, "?", ("A", "B")), names, seed=seed, sample=sample)
+        perm = np.random.default_rng(number).permutation(n)
+        assert state.labels == {s: f"Agent {p + 1}" for s, p in zip(names, perm)}
+
+
+GOOD = '{"force": "propose", "answer": "A", "target": null, "argument": "x"}'
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("\ufeff" + GOOD, "not JSON"),                                    # a byte-order mark
+    (GOOD + " and more", "not JSON"),
+    (GOOD.replace('"answer"', '"force": "vote", "answer"'), "repeated key 'force'"),
+    (GOOD.replace('"A"', '{"a": 1, "a": 2}'), "repeated key 'a'"),
+    (GOOD.replace('"A"', '{"a": 1}'), "answer must be a string"),
+    (GOOD.replace('"A"', '"a"'), None), ("\n  " + GOOD + " \n", None),
+    ("```json\n" + GOOD + "\n```", None), (" ```\n\t" + GOOD + "\n``` ", None),
+])
+def test_a_cached_reply_is_judged_as_the_live_run_judged_it(raw, reason):
+    """parse_reply reads a reply with the duplicate-refusing decoder however it is spelled:
+    the fast read of a plain body changes no verdict and no reason."""
+    legal = LegalMoves(("propose",), ("A", "B"), ())
+    if reason is None:
+        assert parse_reply(raw, legal) == MoveReply("propose", "A", None, "x")
+    else:
+        with pytest.raises(ReplyError, match=reason):
+            parse_reply(raw, legal)

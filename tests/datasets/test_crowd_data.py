@@ -413,3 +413,9 @@ def test_to_traces_checks_hand_built_data():
     ints = cd.CrowdData("x", data.labels.assign(worker=1), data.gold, data.candidates, "mem",
                         data.duplicates)
     assert raises(cd.to_traces, ints).field == "worker"
+    for col, value in (("task", None), ("label", ""), ("worker", float("nan"))):
+        column = data.labels[col].astype(object)
+        column.iat[7] = value
+        hole = cd.CrowdData("x", data.labels.assign(**{col: column}), data.gold,
+                            data.candidates, "mem", data.duplicates)
+        assert raises(cd.to_traces, hole).field == col, col
