@@ -21,6 +21,7 @@ import numpy as np
 
 from .checks import positive_int
 from .errors import DataError, TraceError
+from .io import gc_paused
 from .normalize import Normalizer, default_normalizer
 from .traces import FORCES, ResolvedTrace, Trace, resolve_trace
 
@@ -487,6 +488,7 @@ def _int_array(x, name, allow_neg=False) -> np.ndarray:
     return a.astype(np.int32)
 
 
+@gc_paused()
 def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
           max_round: int | None = None, forces: Sequence[str] | None = None,
           one_move_per_round: bool = False,
@@ -995,6 +997,22 @@ def _pack(cell, n_cells, cell_mask, m: _Moves):
     return N, e, c, e0, conf0.reshape(n_cells, Kmax)
 
 
+# The dense grid is packed directly (bincounts over all T * I * K cells) while it holds at most
+# this many cells per move; a sparser grid (crowd data: many workers, few labels per task) packs
+# its (task, agent) pairs and places them in a zeroed grid, the same numbers at a fraction of the
+# work.
+_DENSE_DIRECT = 4
+
+
+def _scatter_rows(rows, values, n_rows, fill=0, dtype=np.int32):
+    """``values`` [P, ...] placed at ``rows`` [P] of an [n_rows, ...] array whose other rows hold
+    ``fill``."""
+    shape = (n_rows,) + values.shape[1:]
+    out = np.full(shape, fill, dtype) if fill != 0 else np.zeros(shape, dtype)
+    out[rows] = values
+    return out
+
+
 def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, layout="dense"):
     """Pack per-move arrays into :class:`Counts` (``layout="dense"``: one row per (task, agent)
     cell of the [T, I] grid) or :class:`PairCounts` (``"pairs"``: one row per (task, agent)
@@ -1004,7 +1022,7 @@ def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, l
     i32 = lambda x: np.ascontiguousarray(x, dtype=np.int32)
     task_level = (mask, K, gold, gold_missing, i32(cluster))
     key = m.task.astype(np.int64) * I + m.agent
-    if layout == "dense":
+    if layout == "dense" and T * I * Kmax <= _DENSE_DIRECT * max(key.size, 1):
         N, e, c, e0, conf0 = _pack(key, T * I, np.repeat(mask, I, axis=0), m)
         N = N.reshape(T, I)
         e, c, e0, conf0 = (x.reshape(T, I, Kmax) for x in (e, c, e0, conf0))
@@ -1013,5 +1031,10 @@ def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, l
     pair_key, row = np.unique(key, return_inverse=True)          # sorted by (task, agent)
     pair_task, pair_agent = pair_key // I, pair_key % I
     N, e, c, e0, conf0 = _pack(row.reshape(-1), pair_key.size, mask[pair_task], m)
+    if layout == "dense":       # a sparse grid: pack the pairs, then place them in [T, I]
+        grid = lambda x, *fill: _scatter_rows(pair_key, x, T * I, *fill)
+        return Counts(grid(N).reshape(T, I), *(grid(x).reshape(T, I, Kmax) for x in (e, c)),
+                      mask, K, gold, gold_missing, i32(cluster), grid(e0).reshape(T, I, Kmax),
+                      grid(conf0, np.nan, np.float32).reshape(T, I, Kmax), info)
     return PairCounts(i32(pair_task), i32(pair_agent), i32(N), i32(e), i32(c), i32(e0), conf0,
                       *task_level, n_tasks=T, n_agents=I, info=info)

@@ -56,7 +56,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from .errors import TraceError
-from .io import decode_json_line
+from .io import decode_json_line, gc_paused
 from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
 if TYPE_CHECKING:
     from .counts import ResolvedBlock
@@ -1539,16 +1539,11 @@ def read_checked_traces(path, normalizer: Normalizer, lenient: bool,
     workers = check_workers(workers)
     reader = _Reader(path, normalizer, lenient, None, memo_slow=False)
     traces: list[Trace] = []
-    was_enabled = gc.isenabled()
-    gc.disable()
-    chunks = _chunks(path, reader, chunk_lines, None, workers, chunk_lines, True)
-    try:
+    with gc_paused():
+        chunks = _chunks(path, reader, chunk_lines, None, workers, chunk_lines, True)
         with contextlib.closing(chunks):      # stops the parse workers, also on error
             for ch in chunks:
                 traces.extend(reader.finish(ch, 0, len(ch.linenos), True)[1])
-    finally:
-        if was_enabled:
-            gc.enable()
     return traces
 
 

@@ -7,13 +7,31 @@ silently keep the last value): :func:`unique_keys` is the ``object_pairs_hook`` 
 key (``field``) and, where asked, the record (``ids``)."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import tempfile
 from typing import Any, Callable, Iterator, Mapping, TextIO
 
 __all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "atomic_write", "canonical_json", "decode_json_line",
-           "loads_unique", "numbered_lines", "read_json_file", "read_json_lines", "unique_keys"]
+           "gc_paused", "loads_unique", "numbered_lines", "read_json_file", "read_json_lines", "unique_keys"]
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector while a reader or the tally builds many small, acyclic
+    containers (decoded records, per-row lists, lazy traces): with the collector on, its repeated
+    full passes over the growing heap cost more than the work itself (about 2.5x when reading
+    crowdscale_fact's 200k rows). The previous state is restored, also on error. As a decorator
+    (``@gc_paused()``) it pauses the collector for each call."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class DuplicateKeyError(ValueError):

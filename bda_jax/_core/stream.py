@@ -16,7 +16,6 @@ joined. The result equals ``tally(read_traces(path, ...), ...)`` array for array
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import warnings
 from collections import Counter
@@ -25,6 +24,7 @@ from typing import Sequence
 from .counts import Counts, PairCounts, finish_tally, TallyState, tally_options, tally_part
 from .errors import DataError, TraceError
 from .fastparse import check_workers, stream_blocks
+from .io import gc_paused
 from .normalize import Normalizer, default_normalizer
 
 __all__ = ["tally_stream", "DEFAULT_CHUNK_TASKS"]
@@ -129,17 +129,12 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
     # The loop allocates millions of short-lived, acyclic objects (decoded records, column
     # lists): the cyclic collector would rescan the growing per-task state over and over. It is
     # paused for the call and restored, whatever happens.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     skipped: Counter = Counter()
-    try:
+    with gc_paused():
         blocks = stream_blocks(path, chunk_tasks, normalizer, lenient, abstain_candidate,
                                keep_line, skipped, 1 if shard is not None else workers)
         with contextlib.closing(blocks):      # stops the parse workers, also on error
             parts = [tally_part(block, state) for block in blocks]
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if not parts:
         where = "" if shard is None or shard[1] == 1 else f" in shard {shard[0]} of {shard[1]}"
         raise TraceError(f"the file holds no task{where}", file=path)

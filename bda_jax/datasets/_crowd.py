@@ -66,11 +66,8 @@ bundled sets (``bluebirds`` and the ``act_*`` ActiveCrowdToolkit files) need no 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import csv
 import dataclasses
-import functools
-import gc
 import gzip
 import io
 import itertools
@@ -87,6 +84,7 @@ import pandas as pd
 from .._core.errors import DataError
 from .._core.normalize import default_normalizer, normalize_id
 from .._core.fastparse import FastTasks
+from .._core.io import gc_paused
 from .._core.traces import FORCES, Trace, lazy_trace
 
 __all__ = [
@@ -155,29 +153,6 @@ class CrowdData:
 
 
 # ----------------------------------------------------------------------------------- raw rows
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while building many small containers.
-
-    Reading 200k rows creates ~400k lists/tuples and nothing cyclic; with the collector running,
-    its repeated full passes over the growing heap cost more than the parsing itself (about 2.5x
-    on crowdscale_fact). The previous state is restored even on error.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _gc_free(func):
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with _gc_paused():
-            return func(*args, **kwargs)
-    return wrapper
 
 
 @dataclass
@@ -510,7 +485,7 @@ def _two_files(label_path: Path, truth_path: Path | None, *, int_ids: bool, mini
     return _assemble(name, task, worker, label, gtask, gold, notes=notes, **options)
 
 
-@_gc_free
+@gc_paused()
 def load_zheng(path_or_dir, name: str | None = None, *, truth=None, duplicates: str = "keep",
                candidates: Sequence[str] | None = None, max_classes: int = 20) -> CrowdData:
     """Read a dataset in the format of Zheng et al. (2017), "Truth inference in crowdsourcing".
@@ -538,7 +513,7 @@ def load_zheng(path_or_dir, name: str | None = None, *, truth=None, duplicates: 
                       options=_common(duplicates, candidates, max_classes))
 
 
-@_gc_free
+@gc_paused()
 def load_crowdscale(dir, name: str | None = None, *, duplicates: str = "keep",
                     candidates: Sequence[str] | None = None,
                     max_classes: int = 20) -> CrowdData:
@@ -550,7 +525,7 @@ def load_crowdscale(dir, name: str | None = None, *, duplicates: str = "keep",
                       options=_common(duplicates, candidates, max_classes))
 
 
-@_gc_free
+@gc_paused()
 def load_zhang(path, truth_path=None, *, name: str | None = None, duplicates: str = "keep",
                candidates: Sequence[str] | None = None, max_classes: int = 20) -> CrowdData:
     """Read a Zhang et al. (2016) "Spectral methods meet EM" file pair.
@@ -591,7 +566,7 @@ SNOW_NUMERIC = ("anger", "disgust", "fear", "joy", "sadness", "surprise", "valen
 _SNOW_COLUMNS = ("!amt_annotation_ids", "!amt_worker_ids", "orig_id", "response", "gold")
 
 
-@_gc_free
+@gc_paused()
 def load_snow(path, *, name: str | None = None, duplicates: str = "keep",
               candidates: Sequence[str] | None = None, max_classes: int = 20) -> CrowdData:
     """Read one Snow et al. (2008) ``<set>.standardized.tsv`` file (tab-separated, header).
@@ -634,7 +609,7 @@ def load_snow(path, *, name: str | None = None, duplicates: str = "keep",
                      notes={"format": "snow2008"}, **options)
 
 
-@_gc_free
+@gc_paused()
 def load_active_crowd(path, *, name: str | None = None, duplicates: str = "keep",
                       candidates: Sequence[str] | None = None,
                       max_classes: int = 20) -> CrowdData:
@@ -749,7 +724,7 @@ def _yaml_bool(value, path, line, task, what):
     return "1" if value.casefold() == "true" else "0"
 
 
-@_gc_free
+@gc_paused()
 def load_bluebirds(dir=None, *, name: str = "bluebirds", duplicates: str = "keep",
                    candidates: Sequence[str] | None = ("0", "1"),
                    max_classes: int = 20) -> CrowdData:
@@ -884,7 +859,7 @@ def load_crowd(name: str, root=None, *, duplicates: str = "keep") -> CrowdData:
 
 
 # ----------------------------------------------------------------------------------- traces
-@_gc_free
+@gc_paused()
 def to_traces(data: CrowdData) -> list[Trace]:
     """One :class:`~bda_jax.Trace` per task: each label becomes a round-0 ``propose`` move.
 

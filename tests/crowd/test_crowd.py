@@ -6,7 +6,7 @@ import pytest
 from scipy.special import logsumexp
 
 import bda_jax as bda
-from bda_jax import crowd
+from bda_jax import crowd, datasets
 from bda_jax.aggregators import CouncilDawidSkene as CouncilDS
 from bda_jax.simulate import simulate_council
 from reference import EXAMPLE, SHARED_DATA
@@ -306,6 +306,27 @@ def test_pairs_match_dense_on_every_field():
     assert again.n_agents == pairs.n_agents and again.n_tasks == pairs.n_tasks
     with pytest.raises(bda.DataError, match="layout"):
         bda.tally(sim, layout="sparse")
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dense_grid_packed_directly_or_from_its_pairs_is_the_same(monkeypatch, sparse):
+    """The dense tally packs a sparse [T, I] grid (crowd data) through its pairs and a full one
+    directly (``_DENSE_DIRECT``): both routes give every field the same on the same moves."""
+    import bda_jax._core.counts as counts_module   # private: the switch between the two routes
+    if sparse:   # 300 tasks, 461 workers, 1,720 labels: nearly every (task, worker) cell empty
+        traces = datasets.to_traces(datasets.load_crowd("act_CF"))
+    else:
+        traces = simulate_council(7, 25, [0.7, 0.6, 0.65], n_candidates=(2, 4), n_rounds=3)
+    routes = {}
+    for name, cells_per_move in (("direct", 10**9), ("pairs", 0)):
+        monkeypatch.setattr(counts_module, "_DENSE_DIRECT", cells_per_move)
+        routes[name] = bda.tally(traces)
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(routes["pairs"], f), getattr(routes["direct"], f),
+                                      err_msg=f)
+        assert np.asarray(getattr(routes["pairs"], f)).dtype == \
+            np.asarray(getattr(routes["direct"], f)).dtype, f
+    assert routes["pairs"].info == routes["direct"].info
 
 
 def test_frame_traces_and_counts_give_identical_results(rng):
