@@ -628,7 +628,8 @@ def check_trace(path, lineno: int, raw, first_line: dict, normalizer: Normalizer
 
 
 def read_traces(path, *, lenient: bool = False,
-                normalizer: Normalizer = default_normalizer) -> list[Trace]:
+                normalizer: Normalizer = default_normalizer,
+                workers: int | None = None) -> list[Trace]:
     """Read and validate a JSON Lines trace file (blank lines are ignored).
 
     Every task is parsed and run through the protocol automaton, so a returned list is known to be
@@ -649,10 +650,15 @@ def read_traces(path, *, lenient: bool = False,
     errors and lenient skips are those of the line-by-line reader. The ``moves`` of a trace are
     built on first access; :func:`bda_jax.tally` reads the resolved columns directly. The
     cyclic garbage collector is paused during the read (restored afterwards).
+
+    ``workers``: processes that parse the file, this one and ``workers - 1`` parse worker
+    processes, as in :func:`bda_jax.tally_stream` (``None``: automatic, by file size and the
+    CPUs this process may use, capped by ``$BDA_JAX_PARSE_WORKERS``; ``1``: this process
+    alone). Any number of workers gives the same traces, errors and warnings.
     """
     path = os.fspath(path)
-    from .fastparse import read_checked_traces   # the fast reader builds on this module
-    traces = read_checked_traces(path, normalizer, lenient)
+    from .fastparse import check_workers, read_checked_traces   # builds on this module
+    traces = read_checked_traces(path, normalizer, lenient, workers=check_workers(workers))
     return _finish_read(path, traces, lenient)
 
 

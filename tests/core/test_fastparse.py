@@ -447,6 +447,12 @@ def test_workers_read_like_one_process(tmp_path, monkeypatch, small_segments):
     assert [t.moves for t in got[1][::37]] == [t.moves for t in ref[1][::37]]
     for opts in ({}, {"abstain_candidate": "unknown", "layout": "pairs"}):
         assert same_counts(bda.tally(got[1], **opts), bda.tally(ref[1], **opts)), opts
+    # read_traces(workers=N): N processes whatever the environment says; 1 starts none
+    for workers, started in ((2, [2, 1]), (1, [2, 1])):
+        again = outcome(lambda: bda.read_traces(path, workers=workers))
+        assert calls == started and again[0] == "ok" and same_traces(again[1], ref[1])
+    with pytest.raises(bda.DataError, match="workers"):
+        bda.read_traces(path, workers=0)
 
 
 def test_workers_stream_like_one_process(tmp_path, monkeypatch, small_segments):
