@@ -34,8 +34,9 @@ from .._core.errors import DataError
 from .._core.scoring import brier_mc_per_task
 
 __all__ = [
-    "NLL_EPS", "ReliabilityBins", "Scored", "accuracy", "auroc", "brier_mc", "brier_top",
-    "correctness", "default_float", "ece", "nll", "reliability_bins", "summary",
+    "NLL_EPS", "ReliabilityBins", "Scored", "accuracy", "as_float", "auroc", "bin_index",
+    "bin_sums", "brier_mc", "brier_top", "correctness", "default_float", "ece", "nll",
+    "reliability_bins", "resolve_bins", "score_inputs", "summary",
 ]
 
 NLL_EPS = 1e-12
@@ -45,6 +46,9 @@ _DEFAULT_BINS = {"width": 10, "mass": 15}          # the paper's ECE_ew and ECE_
 
 
 # --------------------------------------------------------------------------- helpers
+# ``default_float``, ``as_float``, ``score_inputs``, ``resolve_bins``, ``bin_index`` and
+# ``bin_sums`` are public module helpers (not re-exported by ``bda_jax.metrics``): the bootstrap
+# and the calibration toolkit (``_calibration``) bin and weight exactly as the metrics here do.
 
 def default_float():
     """JAX's default float dtype, the dtype every metric and bootstrap computes in: float64 in
@@ -52,7 +56,8 @@ def default_float():
     return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
 
 
-def _as_float(x):
+def as_float(x):
+    """``x`` as a JAX array; a non-float array is cast to :func:`default_float`."""
     x = jnp.asarray(x)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(default_float())
 
@@ -65,11 +70,13 @@ def _weights(x, weights):
     return jnp.where(w > 0, w, 0.0)
 
 
-def _score_inputs(confidence, correct, weights):
-    """Float confidence, correctness and weights. ``conf`` is left as given (it may be NaN where
-    the weight is 0: every product with it is guarded), so that sorting it does not depend on the
-    weights: under the bootstrap's vmap over weights the sort then runs once, not per resample."""
-    conf = _as_float(confidence)
+def score_inputs(confidence, correct, weights):
+    """Float confidence, correctness and weights, each [T] (weights: ones when None, negative or
+    NaN weights -> 0; correctness 0 where the weight is 0). ``conf`` is left as given (it may be
+    NaN where the weight is 0: every product with it is guarded), so that sorting it does not
+    depend on the weights: under the bootstrap's vmap over weights the sort then runs once, not
+    per resample."""
+    conf = as_float(confidence)
     w = _weights(conf, weights)
     corr = jnp.where(w > 0, jnp.asarray(correct).astype(conf.dtype), 0.0)
     return conf, corr, w
@@ -79,7 +86,9 @@ def _wmean(x, w):
     return jnp.sum(w * x) / jnp.sum(w)                  # 0/0 = NaN for an empty input
 
 
-def _resolve_bins(n_bins, binning):
+def resolve_bins(n_bins, binning):
+    """The number of bins: ``n_bins``, or the paper's default for ``binning`` (10 equal-width, 15
+    equal-mass). A bad ``binning`` or a non-positive / non-integer ``n_bins`` is a ``DataError``."""
     if binning not in _DEFAULT_BINS:
         raise DataError(f"binning must be 'width' or 'mass', got {binning!r}", field="binning")
     n_bins = _DEFAULT_BINS[binning] if n_bins is None else n_bins
@@ -88,8 +97,10 @@ def _resolve_bins(n_bins, binning):
     return int(n_bins)
 
 
-def _bin_index(conf, w, n_bins, binning):
-    """[T] bin of each confidence (see ``docs/metrics.md``)."""
+def bin_index(conf, w, n_bins, binning):
+    """[T] int32 bin of each confidence ``conf`` [T] under weights ``w`` [T] (as from
+    :func:`score_inputs`), ``n_bins`` and ``binning`` static: the bins of :func:`ece` (see
+    ``docs/metrics.md``)."""
     if binning == "width":
         # bin m = [m/M, (m+1)/M) with the edges m/M rounded to conf's dtype; 1.0 -> last bin;
         # values outside [0, 1] clip into the first / last bin
@@ -105,8 +116,10 @@ def _bin_index(conf, w, n_bins, binning):
     return jnp.sum(n_bins * wless[:, None] >= m * total, axis=1).astype(jnp.int32)
 
 
-def _bin_sums(conf, corr, w, n_bins, binning):
-    b = _bin_index(conf, w, n_bins, binning)
+def bin_sums(conf, corr, w, n_bins, binning):
+    """(bin [T], weight [M], weighted confidence sum [M], weighted correctness sum [M]) of the
+    bins of :func:`bin_index`; inputs as from :func:`score_inputs`."""
+    b = bin_index(conf, w, n_bins, binning)
     seg = partial(jax.ops.segment_sum, segment_ids=b, num_segments=n_bins)
     return b, seg(w), seg(jnp.where(w > 0, w * conf, 0.0)), seg(w * corr)
 
@@ -128,7 +141,7 @@ class Scored(NamedTuple):
 
 @jax.jit
 def _correctness(proba, gold, gold_missing, mask, key, pred):
-    proba = _as_float(proba)
+    proba = as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
@@ -173,7 +186,7 @@ def accuracy(correct, weights=None) -> jax.Array:
     >>> float(accuracy([1, 0, 1, 1]))
     0.75
     """
-    corr = _as_float(correct)
+    corr = as_float(correct)
     w = _weights(corr, weights)
     return _wmean(jnp.where(w > 0, corr, 0.0), w)
 
@@ -188,7 +201,7 @@ def brier_top(confidence, correct, weights=None) -> jax.Array:
     >>> float(brier_top([0.5, 0.5], [1, 0]))
     0.25
     """
-    conf, corr, w = _score_inputs(confidence, correct, weights)
+    conf, corr, w = score_inputs(confidence, correct, weights)
     return _wmean(jnp.where(w > 0, (conf - corr) ** 2, 0.0), w)
 
 
@@ -207,13 +220,13 @@ def ece(confidence, correct, n_bins=None, binning="width", weights=None) -> jax.
     >>> round(float(ece([0.05, 0.15, 0.15, 0.95], [0, 1, 0, 1])), 6)
     0.2
     """
-    return _ece(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+    return _ece(confidence, correct, weights, resolve_bins(n_bins, binning), binning)
 
 
 @partial(jax.jit, static_argnums=(3, 4))
 def _ece(confidence, correct, weights, n_bins, binning):
-    conf, corr, w = _score_inputs(confidence, correct, weights)
-    _, _, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
+    conf, corr, w = score_inputs(confidence, correct, weights)
+    _, _, s_conf, s_corr = bin_sums(conf, corr, w, n_bins, binning)
     return jnp.sum(jnp.abs(s_corr - s_conf)) / jnp.sum(w)
 
 
@@ -242,13 +255,13 @@ def reliability_bins(confidence, correct, n_bins=None, binning="width",
     >>> float(rb.accuracy[1]), round(float(rb.confidence[1]), 6)
     (0.5, 0.15)
     """
-    return _reliability_bins(confidence, correct, weights, _resolve_bins(n_bins, binning), binning)
+    return _reliability_bins(confidence, correct, weights, resolve_bins(n_bins, binning), binning)
 
 
 @partial(jax.jit, static_argnums=(3, 4))
 def _reliability_bins(confidence, correct, weights, n_bins, binning):
-    conf, corr, w = _score_inputs(confidence, correct, weights)
-    b, s_w, s_conf, s_corr = _bin_sums(conf, corr, w, n_bins, binning)
+    conf, corr, w = score_inputs(confidence, correct, weights)
+    b, s_w, s_conf, s_corr = bin_sums(conf, corr, w, n_bins, binning)
     empty = s_w <= 0
     safe = jnp.where(empty, 1.0, s_w)
     mean_conf = jnp.where(empty, jnp.nan, s_conf / safe)
@@ -276,7 +289,7 @@ def auroc(confidence, correct, weights=None) -> jax.Array:
     >>> float(auroc([0.9, 0.8, 0.8, 0.3], [1, 1, 0, 0]))
     0.875
     """
-    conf, corr, w = _score_inputs(confidence, correct, weights)
+    conf, corr, w = score_inputs(confidence, correct, weights)
     wp, wn = w * corr, w * (1.0 - corr)
     order = jnp.argsort(conf)
     sc = conf[order]
@@ -303,7 +316,7 @@ def brier_mc(proba, gold, gold_missing=None, mask=None, *, reduce=True) -> jax.A
     >>> float(brier_mc([[0.5, 0.5], [0.25, 0.75]], [0, 1]))
     0.3125
     """
-    proba = _as_float(proba)
+    proba = as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
@@ -325,7 +338,7 @@ def nll(proba, gold, gold_missing=None, *, eps=NLL_EPS, reduce=True) -> jax.Arra
     >>> round(float(nll([[0.5, 0.5], [0.0, 1.0]], [0, 0])), 2)      # (log 2 - log 1e-12) / 2
     14.16
     """
-    proba = _as_float(proba)
+    proba = as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     gm = jnp.zeros(gold.shape, bool) if gold_missing is None else jnp.asarray(gold_missing, bool)
     p = jnp.take_along_axis(proba, jnp.maximum(gold, 0)[:, None], axis=-1)[:, 0]
