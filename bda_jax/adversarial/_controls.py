@@ -5,7 +5,8 @@ Each study is a function with a seed that returns a :class:`ControlStudy`: a tid
 list of flat dict rows, strict JSON), the ``plot`` data for its figure, the ``params`` it ran
 with, and, where a study has a second table, ``tables`` by name. All evaluation goes through
 :func:`~bda_jax.evaluate` (the same outer folds for every basis or labeling of one trace set, so
-a difference between two bases is never a difference between two fold draws).
+a difference between two bases is never a difference between two fold draws); the recalibrated
+arms of F.9 are fitted on its folds and training weights and scored on their own confidences.
 
 * :func:`label_permutation_control` (F.11, Table 17): per-task random relabeling of the candidate
   slots (``tally(permute_candidates=...)``). Arms that never compare labels across tasks (the
@@ -15,7 +16,9 @@ a difference between two bases is never a difference between two fold draws).
   (``tally(max_round=0)``) against the full trace. Under a coalition with contagion the rounds
   import corrupted evidence, so round-0 weighting can be the more accurate basis.
 * :func:`recalibration_under_attack` (F.9, Table 15): each arm and its leak-free isotonic
-  recalibration (``iso:<arm>``) on clean and attacked councils, on a label budget.
+  recalibration (``iso:<arm>``, fitted on the harness's folds and labels) on clean and attacked
+  councils, on a label budget; the recalibrated arm keeps the arm's decisions and is scored on
+  its calibrated confidence.
 * :func:`policy_shift` (F.12, Table 18): fit on councils under one adversary wrong-answer policy,
   deploy on disjoint questions under another, against within-policy controls.
 * :func:`weak_seat_swap` (F.14): a genuine seat replaced by an honestly mediocre seat and by a
@@ -34,7 +37,7 @@ from .._core.errors import ArtifactError, DataError
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability
 from .._core.selection import make_folds
 from ..aggregators import evaluate, fold_weights, is_supervised, make_arm
-from ..metrics import summary
+from ..metrics import accuracy, brier_mc, brier_top, correctness, ece, summary
 from ..simulate import simulate_council
 
 __all__ = ["ControlStudy", "label_permutation_control", "round0_truncation",
@@ -251,32 +254,72 @@ def round0_truncation(traces, arms: Sequence[str] = ("bda-per-agent", "bda-confu
 
 # ----------------------------------------------------------------------------- F.9
 
+def _recalibrated_out_of_fold(arm: str, counts: Counts, outer, weights, seed):
+    """Decisions [T], calibrated confidences [T] and probabilities [T, K] of the wrapper ``arm``
+    (``iso:<arm>``) on each outer test fold, fitted as the harness fits it (``weights`` [F][T]
+    from :func:`fold_weights`)."""
+    T, K = counts.mask.shape
+    index, conf, proba = np.zeros(T, np.int32), np.zeros(T), np.zeros((T, K))
+    for f, w in enumerate(weights):
+        test = np.flatnonzero(outer == f)
+        d = make_arm(arm, seed).fit(counts, w).decide(counts)
+        index[test], conf[test], proba[test] = d.index[test], d.confidence[test], d.proba[test]
+    return index, conf, proba
+
+
 def recalibration_under_attack(councils: Mapping[str, Sequence], arms: Sequence[str] = (
         "majority", "bda-per-agent", "bda-confusion", "stacking"), folds=5,
         label_budget: int | None = 25, seed: int = 0, *,
         n_resamples: int = 1000) -> ControlStudy:
-    """Each arm and its leak-free isotonic recalibration, on clean and attacked councils (seed
-    003 Appendix F.9, Table 15).
+    """Each arm and its leak-free isotonic recalibration, on clean and attacked councils ([BDA]
+    Appendix F.9, Table 15).
 
     ``councils``: name -> traces (e.g. ``{"clean": ..., "k=2": ...}``). On each council the
-    arms and their ``iso:<arm>`` wrappers are evaluated together (same outer folds; with
-    ``label_budget`` — the paper's 25 — every supervised fit, recalibration map included, sees
-    the same drawn labels). Recalibration equalizes calibration but keeps each decision (or
-    makes it a tie), so it cannot restore the accuracy a coalition takes from a flipped vote.
+    arms are evaluated with :func:`~bda_jax.evaluate`, and each arm's ``iso:<arm>`` wrapper
+    (:class:`~bda_jax.aggregators.IsotonicRecalibrated`) is fitted on the same outer folds and
+    the same training tasks (with ``label_budget`` — the paper's 25 — every supervised fit,
+    recalibration map included, sees the same drawn labels) and scored as the paper scores it:
+    accuracy of its decisions, which are the base's own (recalibration changes only the
+    confidence), and ECE_ew and the top-label Brier of its calibrated top-label confidence,
+    unclipped (below 1/K where a confident vote is usually wrong, as a coalition majority's).
+    The multiclass Brier reads the wrapper's probability vector (``predict_proba``, whose
+    top value is clipped to keep the decision its argmax). So recalibration repairs the
+    calibration of a flipped vote but cannot restore its accuracy.
 
-    Table: one row per (council, arm): ``accuracy``, ``ece_ew``, ``brier_mc`` raw and with
-    ``_iso``. Plot: per council, ECE_ew raw and recalibrated and accuracy per arm.
+    Table: one row per (council, arm): ``accuracy``, ``ece_ew``, ``brier`` (top-label),
+    ``brier_mc`` of the arm (the harness's row) and the same with ``_iso``;
+    ``decisions_kept``: the fraction of labeled tasks on which the wrapper's decision is the
+    harness's decision for the arm (1.0 unless the arm's ``predict`` and the argmax of its
+    harness probabilities differ); ``n``. Plot: per council, ECE_ew raw and recalibrated and
+    accuracy per arm.
     """
     arms = [a for a in _arms(arms) if not a.startswith(("iso:", "temp:"))]
     if not isinstance(councils, Mapping) or not councils:
         raise DataError("councils must be a non-empty mapping name -> traces", field="councils")
+    key = jax.random.key(seed)
     table, plot = [], {}
     for name, traces in councils.items():
         counts = tally(traces)
-        ev = _by_arm(evaluate(counts, arms + [f"iso:{a}" for a in arms], folds=folds,
-                              label_budget=label_budget, seed=seed, n_resamples=n_resamples))
-        rows = [{"council": name, "arm": a, **_metrics(ev[a]), **_metrics(ev[f"iso:{a}"], "_iso"),
-                 "n": ev[a]["n"]} for a in arms]
+        result = evaluate(counts, arms, folds=folds, label_budget=label_budget, seed=seed,
+                          n_resamples=n_resamples)
+        ev = _by_arm(result)
+        weights = fold_weights(counts, result.folds, label_budget, seed)
+        gold, gm = np.asarray(counts.gold), np.asarray(counts.gold_missing)
+        mask = np.asarray(counts.mask)
+        labeled = ((gold >= 0) | gm).astype(np.float64)
+        rows = []
+        for a in arms:
+            pred, conf, proba = _recalibrated_out_of_fold(f"iso:{a}", counts, result.folds,
+                                                          weights, seed)
+            s = correctness(proba, gold, gm, mask, pred=pred)
+            harness = np.asarray(correctness(result.proba[a], gold, gm, mask, key=key).pred)
+            iso = {"accuracy_iso": float(accuracy(s.correct, labeled)),
+                   "ece_ew_iso": float(ece(conf, s.correct, weights=labeled)),
+                   "brier_iso": float(brier_top(conf, s.correct, labeled)),
+                   "brier_mc_iso": float(brier_mc(proba, gold, gm, mask))}
+            rows.append({"council": name, "arm": a, **_metrics(ev[a]), "brier": ev[a]["brier"],
+                         **iso, "decisions_kept": float(np.mean((pred == harness)[labeled > 0])),
+                         "n": ev[a]["n"]})
         table += rows
         plot[name] = {"arms": arms, "ece_ew": [r["ece_ew"] for r in rows],
                       "ece_ew_iso": [r["ece_ew_iso"] for r in rows],

@@ -42,7 +42,7 @@ import optax
 
 from ._base import Aggregator
 from .._core.counts import Counts
-from .._core.decisions import argmax_random_ties, vote_shares
+from .._core.decisions import Decision, argmax_random_ties, vote_shares
 from .._core.errors import DataError
 from .._core.fitting import labeled_weights
 from .._core.selection import device_counts, multiclass_brier, training_folds, training_weights
@@ -586,12 +586,67 @@ def fit_posterior_temperature(log_proba, gold, mask, weights=None, *, bounds=(0.
     return float(np.exp((a + b) / 2.0))
 
 
+def _proba_with_confidence(weights, decision, confidence, mask, margin: float) -> np.ndarray:
+    """The probability vector [T, K] of a decision with a given top-label confidence.
+
+    ``weights`` [T, K] >= 0 (how the rest is shared), ``decision`` [T] (a slot of each task),
+    ``confidence`` [T], ``mask`` [T, K], ``margin`` in (0, 1). The decided slot gets
+    v = clip(confidence, 1/K_t + margin (K_t - 1)/K_t, 1); the other candidates share 1 - v in
+    proportion to ``weights`` (uniformly where those are all 0), flattened toward uniform just
+    enough that none exceeds v - margin. So the decided slot is the strict argmax, the vector is
+    the proportional spread whenever that already leaves the margin, and a one-candidate task
+    gets 1. float64, numpy; 0 on padding.
+    """
+    mask = np.asarray(mask, bool)
+    w = np.where(mask, np.asarray(weights, np.float64), 0.0)
+    decision = np.asarray(decision)
+    n = mask.sum(-1)
+    is_d = np.arange(mask.shape[1])[None, :] == decision[:, None]
+    others = mask & ~is_d
+    n_o = np.maximum(others.sum(-1), 1)
+    u = others / n_o[:, None]                                   # uniform over the others
+    wo = np.where(others, w, 0.0)
+    total = wo.sum(-1)
+    r = np.where((total > 0)[:, None], wo / np.where(total > 0, total, 1.0)[:, None], u)
+    floor = (1.0 + margin * (n - 1)) / np.maximum(n, 1)          # 1 for a single candidate
+    v = np.clip(np.asarray(confidence, np.float64), floor, 1.0)
+    rest = 1.0 - v
+    # the largest mu in [0, 1] with rest * (mu max(r) + (1 - mu) / n_o) <= v - margin
+    excess = rest * r.max(-1) - (v - margin)
+    spread = rest * (r.max(-1) - 1.0 / n_o)
+    mu = np.clip(np.where(excess > 0, 1.0 - excess / np.where(spread > 0, spread, 1.0), 1.0),
+                 0.0, 1.0)
+    share = mu[:, None] * r + (1.0 - mu[:, None]) * u
+    return np.where(is_d & mask, v[:, None], np.where(others, rest[:, None] * share, 0.0))
+
+
 class _Recalibrated(Aggregator, ABC):
-    """Fit ``base`` on the training tasks; fit a recalibration map on its cross-fitted
+    """Recalibrate the confidence of ``base``'s decision, never the decision ([BDA] Appendix
+    E.1, F.9: recalibration "cannot recalibrate accuracy").
+
+    Fit: ``base`` on the training tasks, and a recalibration map on its cross-fitted
     (out-of-fold) predictions: for each of ``n_folds`` folds of the training tasks (grouped by
     cluster, :func:`make_folds` on the training tasks alone), a copy of the unfitted base is fit
-    with weights zeroed on that fold and predicts it. No training task is scored by a base that
-    saw its label, and no other task's label is read (docs/evaluation.md; [BDA] Appendix E.1)."""
+    with weights zeroed on that fold and predicts it (its decision, ``predict``, and its
+    log-probabilities). No training task is scored by a base that saw its label, and no other
+    task's label is read (docs/evaluation.md).
+
+    Predict: the decision is the base's own (``base_.predict``: its argmax with its seeded
+    random tie-break, [BDA] Appendix D.6; ``key`` overrides the base's seed as for any
+    aggregator). The confidence of that decision is recalibrated (:meth:`decide`,
+    :meth:`predict_confidence`). A calibrated top-label confidence can fall below 1/K_t (a
+    confident vote that is usually wrong, e.g. a coalition majority), which no probability
+    vector with the same argmax holds: :meth:`predict_proba` therefore puts the calibrated
+    confidence on the decided candidate clipped to [1/K_t + m (K_t - 1)/K_t, 1] and shares the
+    rest over the other candidates (in proportion to the recalibrated base, flattened toward
+    uniform where needed) so that each stays at least m = ``decision_margin`` below it. Its
+    argmax is then the decision with no tie to break, so any scorer that takes the argmax of
+    ``predict_proba`` scores the base's decisions; the unclipped confidence is
+    :meth:`predict_confidence`, the one the paper's ECE and top-label Brier read.
+    """
+
+    #: the least lead of the decided candidate over every other in :meth:`predict_proba`
+    decision_margin = 1e-3
 
     def __init__(self, base, n_folds: int = 5, seed: int = 0):
         if not isinstance(base, Aggregator):
@@ -605,92 +660,126 @@ class _Recalibrated(Aggregator, ABC):
         folds = training_folds(counts, w, self.n_folds, self.seed)
         T, _, K = counts.e.shape
         oof = np.full((T, K), -np.inf, np.float32)
+        oof_decision = np.full(T, -1, np.int32)
         for f in range(int(folds.max()) + 1):
             model = _fit_with_weights(copy.deepcopy(self.base), data,
                                       np.where(folds == f, 0.0, w).astype(np.float32))
             held = folds == f
             oof[held] = np.asarray(model._log_proba(counts))[held]
+            oof_decision[held] = np.asarray(model.predict(counts))[held]
         self.base_ = _fit_with_weights(copy.deepcopy(self.base), data, w)
         self.agents_ = getattr(self.base_, "agents_", counts.agents)
         self.oof_log_proba_ = oof
-        self._fit_map(oof, counts, np.where(folds >= 0, w, 0.0))
+        self._fit_map(oof, oof_decision, counts, np.where(folds >= 0, w, 0.0))
         return self
 
     @abstractmethod
-    def _fit_map(self, oof, counts, w):
-        """Fit the recalibration map on out-of-fold log-probabilities ``oof`` [T, K]."""
+    def _fit_map(self, oof, oof_decision, counts, w):
+        """Fit the map on out-of-fold log-probabilities ``oof`` [T, K] and decisions [T]."""
 
+    @abstractmethod
+    def _calibrate(self, log_proba, decision, mask):
+        """(calibrated confidence [T] of ``decision``, weights [T, K] for the other
+        candidates) from the base's log-probabilities [T, K] (float64)."""
 
-def _top_label(key, log_proba, mask):
-    """Top slot [T] (random among exact ties, as ``decide``) and its probability [T]."""
-    top = np.asarray(argmax_random_ties(key, jnp.asarray(log_proba), jnp.asarray(mask)))
-    p = np.where(mask, np.exp(np.asarray(log_proba, np.float64)), 0.0)
-    return top, p, p[np.arange(top.size), top]
+    def decide(self, data, key=None) -> Decision:
+        """The base's decision and its recalibrated confidence, as a
+        :class:`~bda_jax.Decision` of numpy arrays: ``index`` [T] int32 (= ``predict``),
+        ``confidence`` [T] the calibrated top-label confidence (unclipped: it may be below
+        1/K_t), ``proba`` [T, K] (= ``predict_proba``: the clipped vector whose strict argmax is
+        ``index``)."""
+        counts = self._counts(data)
+        _check_fitted(self, "base_")
+        mask = np.asarray(counts.mask, bool)
+        index = np.asarray(self.base_.predict(counts, key)).astype(np.int32)
+        log_proba = np.asarray(self.base_._log_proba(counts), np.float64)
+        confidence, weights = self._calibrate(log_proba, index, mask)
+        proba = _proba_with_confidence(weights, index, confidence, mask, self.decision_margin)
+        return Decision(index, np.asarray(confidence, np.float64), proba)
+
+    def predict(self, data, key=None) -> np.ndarray:
+        """The base's decision [T] (``base_.predict(data, key)``): recalibration never changes
+        it."""
+        _check_fitted(self, "base_")
+        return np.asarray(self.base_.predict(self._counts(data), key)).astype(np.int32)
+
+    def predict_confidence(self, data) -> np.ndarray:
+        """Calibrated top-label confidence [T] of :meth:`predict`'s decision (unclipped)."""
+        return self.decide(data).confidence
+
+    def predict_proba(self, data) -> np.ndarray:
+        """[T, K] float64: the calibrated confidence on the decided candidate, clipped so that
+        it stays the strict argmax (see the class docstring); 0 on padding."""
+        return self.decide(data).proba
+
+    def _log_proba(self, counts):
+        proba = self.predict_proba(counts)
+        with np.errstate(divide="ignore"):
+            return jnp.asarray(np.where(counts.mask, np.log(proba), -np.inf), jnp.float32)
 
 
 class IsotonicRecalibrated(_Recalibrated):
-    """Leak-free isotonic recalibration of any aggregator's top-label confidence ([BDA],
-    Appendix E.1 / F.9; docs/audit.md calibration).
+    """Leak-free isotonic recalibration of any aggregator's top-label confidence ([BDA]
+    Appendix E.1 / F.9, Zadrozny and Elkan 2002; docs/evaluation.md).
 
-    Map: pool-adjacent-violators (:func:`isotonic_regression`) of correctness (top label ==
-    gold; a gold that is not a candidate is incorrect) on top-label confidence over the base's
-    out-of-fold predictions of the training tasks, weighted by ``weights``; between knots
-    linear, beyond them constant. Applying it: with top-label confidence c and recalibrated c',
-    the top label gets c' and every other candidate is scaled by (1 - c') / (1 - c) (uniform
-    (1 - c') / (K_t - 1) if c = 1). c' is floored at the value where the top label would tie
-    the runner-up, p2 / (1 - c + p2) (0.5 at K = 2), so recalibration never changes the
-    decision except to a tie. A task with one candidate keeps probability 1.
+    Map: pool-adjacent-violators (:func:`isotonic_regression`) of correctness (the fold model's
+    decision == gold; a gold that is not a candidate is incorrect) on that decision's
+    probability, over the base's out-of-fold predictions of the training tasks, weighted by
+    ``weights``; linear between knots, constant beyond them. Applied to the probability c of the
+    base's decision: confidence c' = map(c) (``predict_confidence``, ``decide``), every task
+    included (a one-candidate task's ``predict_proba`` is still 1). The decision is the base's
+    (``predict`` = ``base_.predict``); ``predict_proba`` puts c' on it, clipped to
+    [1/K_t + m (K_t - 1)/K_t, 1] with m = ``decision_margin`` so that it stays the strict argmax
+    even where c' < 1/K_t, and shares the rest in proportion to the base's probabilities of the
+    other candidates, flattened toward uniform where one would come within m of the decision
+    (docs/evaluation.md, "Recalibration keeps the decision").
 
     Fitted: ``base_`` (the base refit on all training tasks), ``iso_x_``/``iso_y_`` (knots),
     ``oof_log_proba_`` [T, K], ``agents_``.
     """
 
-    def _fit_map(self, oof, counts, w):
-        top, _, conf = _top_label(jax.random.key(self.seed), oof, np.asarray(counts.mask))
-        correct = (top == np.asarray(counts.gold)).astype(np.float64)
-        use = w > 0
+    def _fit_map(self, oof, oof_decision, counts, w):
+        gold = np.asarray(counts.gold)
+        p = np.where(np.asarray(counts.mask), np.exp(oof.astype(np.float64)), 0.0)
+        conf = p[np.arange(gold.size), np.maximum(oof_decision, 0)]
+        correct = ((oof_decision == gold) & (gold >= 0)).astype(np.float64)
+        use = (w > 0) & (oof_decision >= 0)
         self.iso_x_, self.iso_y_ = isotonic_regression(conf[use], correct[use], w[use])
 
-    def _log_proba(self, counts):
+    def _calibrate(self, log_proba, decision, mask):
         _check_fitted(self, "iso_x_")
-        mask = np.asarray(counts.mask)
-        top, p, c = _top_label(jax.random.key(self.seed), self.base_._log_proba(counts), mask)
-        c_new = np.interp(c, self.iso_x_, self.iso_y_)
-        is_top = np.arange(mask.shape[1])[None, :] == top[:, None]
-        others = mask & ~is_top
-        n_others = others.sum(-1)
-        p2 = np.where(others, p, 0.0).max(-1)
-        spread = 1.0 - c > 0
-        tie = np.where(spread, p2 / np.maximum(1.0 - c + p2, 1e-300), 1.0 / mask.sum(-1))
-        c_new = np.clip(np.maximum(c_new, tie), 0.0, 1.0)
-        c_new = np.where(n_others == 0, 1.0, c_new)
-        scale = np.where(spread, (1.0 - c_new) / np.where(spread, 1.0 - c, 1.0), 0.0)
-        rest = np.where(spread[:, None], p * scale[:, None],
-                        (1.0 - c_new)[:, None] / np.maximum(n_others, 1)[:, None])
-        out = np.where(is_top, c_new[:, None], np.where(others, rest, 0.0))
-        with np.errstate(divide="ignore"):
-            return jnp.asarray(np.where(mask, np.log(out), -np.inf), jnp.float32)
+        p = np.where(mask, np.exp(log_proba), 0.0)
+        c = p[np.arange(decision.size), decision]
+        return np.interp(c, self.iso_x_, self.iso_y_), p
 
 
 class TemperatureScaled(_Recalibrated):
     """Leak-free temperature scaling of any aggregator ([BDA] Appendix E.1; Guo et al.
-    2017): p(g) = softmax_g(log p_base(g) / T) over the task's candidates, with the one scalar T
-    of :func:`fit_posterior_temperature` on the base's out-of-fold log-probabilities of the training tasks
-    (valid log-probabilities floored at log 1e-6 both when fitting and when applying; tasks
-    whose gold is not a candidate have no NLL term and are left out).
+    2017): q(g) = softmax_g(log p_base(g) / T) over the task's candidates, with the one scalar T
+    of :func:`fit_posterior_temperature` on the base's out-of-fold log-probabilities of the
+    training tasks (valid log-probabilities floored at log 1e-6 both when fitting and when
+    applying; tasks whose gold is not a candidate have no NLL term and are left out).
+
+    The decision is the base's; its confidence is q(decision). ``predict_proba`` is q itself
+    whenever the decision leads q by ``decision_margin`` (for a base that decides by its argmax:
+    everywhere but within the margin of a tie); otherwise the decision keeps q(decision), clipped
+    as for :class:`IsotonicRecalibrated`, and the rest is shared in proportion to q.
 
     Fitted: ``base_``, ``temperature_``, ``oof_log_proba_`` [T, K], ``agents_``.
     """
 
     floor = 1e-6
 
-    def _fit_map(self, oof, counts, w):
+    def _fit_map(self, oof, oof_decision, counts, w):
         self.temperature_ = fit_posterior_temperature(oof, np.asarray(counts.gold),
-                                            np.asarray(counts.mask), w, floor=self.floor)
+                                                      np.asarray(counts.mask), w,
+                                                      floor=self.floor)
 
-    def _log_proba(self, counts):
+    def _calibrate(self, log_proba, decision, mask):
         _check_fitted(self, "temperature_")
-        mask = jnp.asarray(counts.mask)
-        lp = jnp.maximum(self.base_._log_proba(counts), np.log(self.floor))
-        z = jnp.where(mask, lp / self.temperature_, -jnp.inf)
-        return jax.nn.log_softmax(z, axis=-1)
+        z = np.where(mask, np.maximum(log_proba, np.log(self.floor)) / self.temperature_,
+                     -np.inf)
+        z = z - z.max(-1, keepdims=True)
+        q = np.where(mask, np.exp(z), 0.0)
+        q = q / q.sum(-1, keepdims=True)
+        return q[np.arange(decision.size), decision], q

@@ -105,17 +105,29 @@ def test_round0_truncation_wins_against_a_relenting_coalition():
 
 
 def test_recalibration_fixes_calibration_not_accuracy(clean):
+    """F.9, Table 15: under the coalition a recalibrated majority is calibrated (paper: ECE_ew
+    ~0) but keeps majority's decisions, hence its accuracy (paper: 0.37 on the live council;
+    0.10 here, where the coalition complies on 90 % of the tasks)."""
     attacked2 = simulate_council(0, N, R, adversaries={0: 0.9, 1: 0.9}, contagion=0.3)
     study = recalibration_under_attack({"clean": clean, "k=2": attacked2},
                                        ("majority", "bda-per-agent"), seed=0, n_resamples=100)
     assert len(study.table) == 4
     assert {r["council"] for r in study.table} == {"clean", "k=2"}
+    for r in study.table:
+        assert {"accuracy", "accuracy_iso", "ece_ew", "ece_ew_iso", "brier", "brier_iso",
+                "brier_mc", "brier_mc_iso", "decisions_kept", "n"} <= set(r)
+    for council in ("clean", "k=2"):           # majority: the very decisions of the harness
+        maj = study.row(council=council, arm="majority")
+        assert maj["decisions_kept"] == 1.0
+        assert maj["accuracy_iso"] == maj["accuracy"]
     maj = study.row(council="k=2", arm="majority")
     bda = study.row(council="k=2", arm="bda-per-agent")
-    # isotonic recalibration repairs the coalition-majority's confidence ...
-    assert maj["ece_ew_iso"] < maj["ece_ew"] - 0.3
-    # ... but not its accuracy (it keeps decisions or makes them ties)
-    assert maj["accuracy_iso"] < 0.65 < bda["accuracy_iso"]
+    # isotonic recalibration repairs the coalition-majority's confidence (its calibrated
+    # confidence goes below 1/2, which the unclipped confidence can say) ...
+    assert maj["ece_ew_iso"] < 0.05 < maj["ece_ew"] - 0.3
+    assert maj["brier_iso"] < maj["brier"] - 0.3
+    # ... but not its accuracy
+    assert maj["accuracy_iso"] < 0.2 < 0.65 < bda["accuracy_iso"]
     assert study.params["label_budget"] == 25
     strict_json(study)
 

@@ -289,24 +289,28 @@ def test_isotonic_regression_pools_tied_abscissae():
 
 
 def test_isotonic_wrapper_rescales_and_keeps_decisions(council):
+    """The decision is the base's; its confidence is the isotonic map of the base's probability
+    of it (never floored); the vector puts that on the decision (floored at 1/K_t plus the
+    margin) and scales the rest proportionally wherever that keeps the margin (every task
+    here; tests/aggregators/test_recalibration.py covers the flattened case)."""
     m = IsotonicRecalibrated(BestMember()).fit(council)
     assert np.all(np.diff(m.iso_y_) >= 0)
-    base = m.base_.predict_proba(council)
+    base = m.base_.predict_proba(council).astype(np.float64)
     p = m.predict_proba(council)
-    np.testing.assert_array_equal(m.predict(council), m.base_.predict(council))
-    rows = np.flatnonzero((base == base.max(1, keepdims=True)).sum(1) == 1)   # unique top
-    base, p = base[rows], p[rows]
-    top = base.argmax(1)
-    r = np.arange(rows.size)
+    top = m.base_.predict(council)
+    np.testing.assert_array_equal(m.predict(council), top)
+    r = np.arange(top.size)
     conf = base[r, top]
+    want = np.interp(conf, m.iso_x_, m.iso_y_)
+    np.testing.assert_allclose(m.predict_confidence(council), want, atol=1e-12)
+    K = np.asarray(council.K)
+    v = np.clip(want, 1 / K + m.decision_margin * (K - 1) / K, 1.0)
     others = base.copy()
     others[r, top] = 0
-    p2 = others.max(1)
-    want = np.maximum(np.interp(conf, m.iso_x_, m.iso_y_), p2 / (1 - conf + p2))
-    np.testing.assert_allclose(p[r, top], want, atol=1e-6)
-    scaled = others * ((1 - want) / (1 - conf))[:, None]     # the rest scaled proportionally
-    scaled[r, top] = want
-    np.testing.assert_allclose(p, scaled, atol=1e-6)
+    scaled = others * ((1 - v) / (1 - conf))[:, None]     # the rest scaled proportionally
+    assert np.all(scaled.max(1) <= v - m.decision_margin)
+    scaled[r, top] = v
+    np.testing.assert_allclose(p, scaled, atol=1e-6)      # the base's float32 rounding
 
 
 def test_majority_as_base_needs_no_weights(council):
