@@ -110,10 +110,35 @@ def fit_confusion(counts: Counts, lam, weights=None, diagonal: float = 0.6) -> j
     return (lam * m + n) / (lam + n.sum(-1, keepdims=True))
 
 
-def class_log_prior(counts: Counts, weights=None, smoothing: float = 1.0) -> jax.Array:
-    """log pi0 [K] from the training gold frequencies with add-``smoothing`` (Appendix D.6)."""
+def class_log_prior(counts: Counts, weights=None, smoothing: float = 1.0,
+                    n_iter: int = 100) -> jax.Array:
+    """log pi0 [K], the train-fitted candidate prior of [BDA] Eq. 4 / Appendix D.6.
+
+    The kernels restrict pi0 to each task's candidates and renormalize, so a task with candidate
+    mask M_t sees ``P(g* = k) = pi_k / sum_{j in M_t} pi_j`` (a Luce choice model). ``pi`` is its
+    penalized maximum-likelihood fit on the training gold (``weights`` [T], default: every labeled
+    task; tasks whose gold is not a candidate carry no slot and are left out), with
+    ``smoothing`` pseudo-wins per slot counted as races over all K slots, by the
+    minorize-maximize iteration of Hunter (2004): ``pi_k <- (n_k + s) / (sum_t w_t [k in M_t] /
+    pi(M_t) + s K)``, ``n_iter`` steps from the frequencies. When every task has all K slots this
+    is exactly the add-``smoothing`` gold frequency ``(n_k + s) / (n + s K)`` (the fixed point is
+    reached in one step); with ragged K it corrects the frequency's bias against the slots only
+    the larger tasks have (a slot that exists on a quarter of the tasks is gold less often for
+    that reason alone). A slot no training task offers keeps its pseudo-count share. Leak-free
+    by construction: only tasks with weight > 0 enter. Jittable (traced ``weights``).
+    """
     K = counts.e.shape[2]
     w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
     w = w * (counts.gold >= 0)
-    freq = jnp.einsum("t,tk->k", w, jax.nn.one_hot(jnp.maximum(counts.gold, 0), K)) + smoothing
-    return jnp.log(freq / freq.sum())
+    mask = counts.mask.astype(jnp.float32)                                       # [T, K]
+    wins = jnp.einsum("t,tk->k", w, jax.nn.one_hot(jnp.maximum(counts.gold, 0), K)) + smoothing
+    races = smoothing * K                               # pseudo-races over the full slot set
+
+    def step(_, p):
+        offered = jnp.einsum("t,tk->k", w / jnp.maximum(mask @ p, 1e-30), mask)
+        den = offered + races / p.sum()
+        p = jnp.where(den > 0, wins / jnp.where(den > 0, den, 1.0), 0.0)
+        return p / jnp.maximum(p.sum(), 1e-30)
+
+    p = jax.lax.fori_loop(0, n_iter, step, wins / jnp.maximum(wins.sum(), 1e-30))
+    return jnp.log(p)

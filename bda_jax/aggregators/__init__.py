@@ -10,8 +10,9 @@ their base class.
 
 Harness ([BDA] §5, Appendix D.1-D.2): ``ARMS``, ``make_arm``, ``is_supervised``, ``evaluate``
 (``Evaluation``), ``fold_weights``, ``fitted_hyperparameters``, ``decision_flips``,
-``reliability_ablation``. Model files (JSON + ``.npz``, schema-versioned, no pickle):
-``save_model``, ``load_model``, ``ModelArtifact``, ``model_state``, ``fingerprint_counts``,
+``reliability_ablation``, and the "follows one seat" diagnostic ``follows_one_seat``
+(``SeatFollowing``; [BDA] Appendix F.10). Model files (JSON + ``.npz``, schema-versioned, no
+pickle): ``save_model``, ``load_model``, ``ModelArtifact``, ``model_state``, ``fingerprint_counts``,
 ``check_agents``; ``fit_model_file`` and ``predict_tasks`` (the library side of ``bda fit``
 and ``bda predict``). Functional pieces of the baselines: ``round0_accuracy`` (``SeatAccuracy``),
 ``stacking_features``, ``pav``, ``isotonic_regression``, ``fit_posterior_temperature``.
@@ -26,15 +27,16 @@ from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticSt
 from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
 from ._dawid_skene import CouncilDawidSkene
 from ._model_files import fit_model_file, predict_tasks
-from ._evaluation import (ARMS, Evaluation, decision_flips, evaluate, fitted_hyperparameters,
-                          fold_weights, is_supervised, make_arm, reliability_ablation)
+from ._evaluation import (ARMS, Evaluation, SeatFollowing, decision_flips, evaluate,
+                          fitted_hyperparameters, fold_weights, follows_one_seat, is_supervised,
+                          make_arm, reliability_ablation)
 
 __all__ = [
     "Aggregator", "BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "BestMember",
     "CouncilDawidSkene", "GatedVote", "IsotonicRecalibrated", "LogisticStacking", "Majority",
     "TemperatureScaled", "VerbalizedVote",
-    "ARMS", "Evaluation", "decision_flips", "evaluate", "fitted_hyperparameters", "fold_weights",
-    "is_supervised", "make_arm", "reliability_ablation",
+    "ARMS", "Evaluation", "SeatFollowing", "decision_flips", "evaluate", "fitted_hyperparameters",
+    "fold_weights", "follows_one_seat", "is_supervised", "make_arm", "reliability_ablation",
     "MODEL_INLINE_LIMIT", "MODEL_KIND", "MODEL_SCHEMA_VERSION", "ModelArtifact", "check_agents",
     "fingerprint_counts", "fit_model_file", "load_model", "model_state", "predict_tasks",
     "save_model",

@@ -46,13 +46,29 @@ class Majority(Aggregator):
         return np.asarray(majority(key, counts, rounds=self.rounds).index)
 
 
+def _default_class_prior(arm: str) -> bool:
+    """Whether BDA arm ``arm`` fits its candidate prior pi0 on the training gold by default:
+    True for ``"bda-confusion"`` ([BDA] Appendix D.6), False for the one-coin arms (§3)."""
+    return arm == "bda-confusion"
+
+
 class BDA(Aggregator):
     """Supervised BDA arm; hyperparameters chosen by k-fold CV on the multiclass Brier.
 
     Arms: ``"bda-shared"`` (Eq. 3 with kappa = 0), ``"bda-per-agent"`` (Eq. 3), ``"bda-tempered"``
     (Eq. 3 with a temperature), ``"bda-confusion"`` (Eq. 4 with Dirichlet rows). ``basis``
     ("all", "propose", "round0") chooses which moves estimate the reliabilities (Table 7) when
-    fitting from traces. ``class_prior`` uses the training gold frequencies as pi0.
+    fitting from traces.
+
+    ``class_prior`` is the candidate prior pi0 of Eqs. 1 and 4: ``True`` fits it on the training
+    gold (:func:`~bda_jax.class_log_prior`, inside every inner and outer training part, so no
+    held-out label reaches it), ``False`` keeps it uniform. ``None`` (the default) takes the arm's
+    documented reading of [BDA]: the confusion arm is fitted with its "train-fitted candidate
+    prior" (Appendix D.6, the one passage that describes this arm's pi0), every one-coin arm keeps
+    the uniform pi0 of §3 ("uniform in every experiment"; Eq. 1, Algorithm 1 and Proposition 1,
+    where pi0 appears, are the one-coin's). The resolved flag is stored, so a model file records which one it
+    used; the harness names the confusion arm's uniform-prior variant
+    ``"bda-confusion-uniform"`` (docs/evaluation.md).
 
     Fitted: ``params_`` (dict of the selected hyperparameters), ``cv_brier_`` (mean CV Brier per
     grid row), ``reliability_`` [I] (one-coin arms), ``alpha_``/``beta_`` [I] (one-coin arms),
@@ -61,15 +77,20 @@ class BDA(Aggregator):
     """
 
     def __init__(self, arm: str = "bda-per-agent", *, grid=None, n_folds: int = 5, seed: int = 0,
-                 basis: str = "all", class_prior: bool = False):
+                 basis: str = "all", class_prior: bool | None = None):
         if arm not in GRIDS:
             raise DataError(f"unknown BDA arm {arm!r}; expected one of {sorted(GRIDS)}",
                             field="arm")
         if basis not in ("all", "propose", "round0"):
             raise DataError(f"basis must be 'all', 'propose' or 'round0', got {basis!r}",
                             field="basis")
+        if class_prior is None:
+            class_prior = _default_class_prior(arm)
+        if not isinstance(class_prior, (bool, np.bool_)):
+            raise DataError(f"class_prior must be True, False or None, got {class_prior!r}",
+                            field="class_prior")
         self.arm, self.grid, self.n_folds, self.seed = arm, grid, n_folds, seed
-        self.basis, self.class_prior = basis, class_prior
+        self.basis, self.class_prior = basis, bool(class_prior)
 
     def fit(self, data, weights=None) -> "BDA":
         """Select hyperparameters by ``n_folds``-fold CV on the labeled tasks of ``data`` (or of
@@ -151,4 +172,6 @@ def _arm_class(name, arm, doc):
 BDAShared = _arm_class("BDAShared", "bda-shared", "BDA with one shared Beta prior (Eq. 3, kappa = 0).")
 BDAPerAgent = _arm_class("BDAPerAgent", "bda-per-agent", "BDA with per-agent priors (Eq. 3).")
 BDATempered = _arm_class("BDATempered", "bda-tempered", "Per-agent one-coin BDA with a CV temperature.")
-BDAConfusion = _arm_class("BDAConfusion", "bda-confusion", "Tempered confusion-matrix BDA (Eq. 4).")
+BDAConfusion = _arm_class("BDAConfusion", "bda-confusion",
+                          "Tempered confusion-matrix BDA (Eq. 4); pi0 fitted on the training gold "
+                          "unless ``class_prior=False`` (Appendix D.6).")

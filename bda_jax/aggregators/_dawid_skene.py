@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._core.errors import DataError
-from ..crowd import (DEFAULT_SMOOTHING, check_dense_votes, check_ds_settings, dawid_skene_em,
-                     ds_e_step)
+from ..crowd import (DEFAULT_SMOOTHING, DSSwitch, check_dense_votes, check_ds_settings,
+                     dawid_skene_em, ds_e_step, ds_switch_rate)
 from ._base import Aggregator
 
 __all__ = ["CouncilDawidSkene"]
@@ -27,7 +27,8 @@ class CouncilDawidSkene(Aggregator):
     ``prior_`` [K], ``log_likelihood_``, ``objective_``, ``n_iter_``, ``converged_``,
     ``log_proba_`` [T, K] (the fitted tasks' EM posteriors, -inf on padding), ``label_space_``,
     ``agents_``. ``predict_proba(data)`` runs one E-step with the fitted parameters: on the fit
-    data it returns the EM posteriors.
+    data it returns the EM posteriors. ``switch_rate(data)`` is the label-switch diagnostic of
+    [BDA] Appendix F.10 with these settings (:func:`bda_jax.crowd.ds_switch_rate`).
     """
 
     def __init__(self, model: str = "one-coin", init="majority", n_iter: int = 100,
@@ -71,3 +72,17 @@ class CouncilDawidSkene(Aggregator):
         if votes.shape[2] != K:
             raise DataError(f"fitted on K = {K} slots, got {votes.shape[2]}", field="K")
         return ds_e_step(votes, mask, self.params_, model=self.model, prior=self.prior)[0]
+
+    def switch_rate(self, data, against: str = "anti") -> DSSwitch:
+        """The label-switch rate ([BDA] Appendix F.10, Table 16) of this arm's EM on ``data``
+        (Counts or traces; gold is not read): the share of items on which the fit from this
+        arm's ``init`` and the fit from ``against`` (default the mirror start, "anti") decide
+        differently, with this arm's model, votes, prior, smoothing, loop settings and ``seed``
+        (:func:`bda_jax.crowd.ds_switch_rate`). Needs no prior ``fit``."""
+        if not isinstance(self.init, str):
+            raise DataError("switch_rate compares two named initializations; this arm starts "
+                            "from an explicit posterior", field="init")
+        counts = self._counts(data)
+        return ds_switch_rate(self._votes(counts), counts.mask, (self.init, against),
+                              self.n_iter, self.tol, self.smoothing, model=self.model,
+                              prior=self.prior, seed=self.seed)

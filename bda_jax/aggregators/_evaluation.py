@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -14,13 +14,15 @@ from ._bda import BDA, Majority
 from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
                         TemperatureScaled, VerbalizedVote)
 from .._core.counts import Counts, tally
+from .._core.decisions import decide
 from ._dawid_skene import CouncilDawidSkene
 from .._core.errors import DataError
 from ..metrics import brier_mc, correctness, paired_bootstrap, summary
 from .._core.selection import GRID_COLUMNS, GRIDS, make_folds, select_and_predict
 
 __all__ = ["ARMS", "make_arm", "evaluate", "Evaluation", "decision_flips", "fitted_hyperparameters",
-           "fold_weights", "is_supervised", "reliability_ablation"]
+           "fold_weights", "follows_one_seat", "is_supervised", "reliability_ablation",
+           "SeatFollowing"]
 
 SCHEMA_VERSION = 1
 
@@ -30,6 +32,8 @@ ARMS = {
     "bda-shared": (lambda seed: BDA("bda-shared", seed=seed), True),
     "bda-per-agent": (lambda seed: BDA("bda-per-agent", seed=seed), True),
     "bda-confusion": (lambda seed: BDA("bda-confusion", seed=seed), True),
+    "bda-confusion-uniform": (lambda seed: BDA("bda-confusion", seed=seed, class_prior=False),
+                              True),
     "bda-tempered": (lambda seed: BDA("bda-tempered", seed=seed), True),
     "stacking": (lambda seed: LogisticStacking(seed=seed), True),
     "gated-vote": (lambda seed: GatedVote(seed=seed), True),
@@ -157,6 +161,12 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
     on the held-out fold's own votes, its deployment pool). Decisions break exact ties at random
     from ``seed``. The reference arm is evaluated too if not listed.
 
+    Candidate prior pi0 ([BDA] Eqs. 1 and 4): ``"bda-confusion"`` fits it on each training part's
+    gold (Appendix D.6; :func:`~bda_jax.class_log_prior`, refitted inside every inner fold too,
+    so no held-out label reaches it), ``"bda-confusion-uniform"`` is the same arm with a uniform
+    pi0, and the one-coin arms keep pi0 uniform (§3); a one-coin arm with a fitted pi0 is
+    ``BDA(arm, class_prior=True)``, fitted directly.
+
     An arm may also be an LLM method (:class:`bda_jax.council.LLMMethod`, or a stored
     :class:`bda_jax.council.MethodRun`): any object with a ``name``, ``reads_council`` and
     ``method_proba(data, counts) -> (proba [T, K], pred [T])``. It is scored on the same tasks
@@ -193,13 +203,15 @@ def evaluate(data, arms: Sequence[str], folds=5, label_budget: int | None = None
 
     proba, selected = {}, {}
     for name in arms:
-        if name in GRIDS:   # the whole nested CV of a BDA arm is one compiled call
-            cv = select_and_predict(counts, name, outer, train_weights=np.stack(weights),
-                                    seed=seed)
+        model = make_arm(name)
+        if type(model) is BDA:   # the whole nested CV of a BDA arm is one compiled call
+            cv = select_and_predict(counts, model.arm, outer, train_weights=np.stack(weights),
+                                    class_prior=model.class_prior, seed=seed)
             proba[name] = np.where(counts.mask, np.exp(np.asarray(cv.log_proba, np.float64)), 0.0)
-            rows = GRIDS[name]       # report the exact grid values, not their float32 copies
+            rows = GRIDS[model.arm]  # report the exact grid values, not their float32 copies
             nearest = np.abs(rows[None] - np.asarray(cv.selected)[:, None]).sum(-1).argmin(1)
-            selected[name] = [dict(zip(GRID_COLUMNS[name], map(float, rows[i]))) for i in nearest]
+            selected[name] = [dict(zip(GRID_COLUMNS[model.arm], map(float, rows[i])))
+                              for i in nearest]
             continue
         proba[name], selected[name] = _out_of_fold(name, counts, outer, weights, seed)
         if all(s is None for s in selected[name]):
@@ -291,3 +303,82 @@ def reliability_ablation(traces, folds=5, seed: int = 0) -> list[dict]:
         row.update(summary(proba, gold, gm, mask, key=key))
         rows.append(row)
     return rows
+
+
+class SeatFollowing(NamedTuple):
+    """What :func:`follows_one_seat` returns (NumPy arrays over the I seats of ``agents``).
+
+    ``agreement`` [I]: the share of the seat's voted tasks on which the decision is the seat's
+    vote (NaN where it never voted); ``n`` [I] those tasks; ``seat_accuracy`` [I]: the seat's
+    vote accuracy on its labeled voted tasks (NaN without any); ``accuracy`` [I]: the
+    decisions' accuracy on the same labeled tasks, so a follower's ``accuracy`` equals its
+    seat's; ``followed``: the seats whose agreement reaches ``threshold``, most agreeing first
+    (empty: the aggregator follows no seat; several: seats that always vote alike, e.g. a
+    coalition the fit was captured by); ``max_agreement`` (None without votes); ``agents``.
+    """
+
+    agreement: np.ndarray
+    n: np.ndarray
+    seat_accuracy: np.ndarray
+    accuracy: np.ndarray
+    followed: tuple
+    max_agreement: float | None
+    agents: tuple
+
+
+def follows_one_seat(decisions, counts: Counts, *, threshold: float = 0.99,
+                     rounds: str = "round0", seed: int = 0) -> SeatFollowing:
+    """Does an aggregator just copy one seat? ([BDA] Appendix F.10.)
+
+    The paper's diagnostic of unsupervised DS-EM on a three-seat council: EM can inflate one
+    seat's reliability toward 1 and degenerate into "follow that seat" — its decision agreed
+    with agent c's vote on 100 % of the clean tasks, and that vote's accuracy was DS-EM's. This
+    measures, per seat, the agreement of ``decisions`` with the seat's vote and flags the seat
+    whose agreement reaches ``threshold`` (mode capture by a coalition shows the same way: every
+    coalition seat is followed).
+
+    ``decisions``: [T] decided slots, or [T, K] probabilities (e.g. ``Evaluation.proba[arm]``),
+    decided by argmax with exact ties broken at random from ``seed`` ([BDA] Appendix D.6).
+    ``counts``: the tally of the same T tasks. A seat's vote on a task is the candidate it
+    endorsed most — in round 0 (``rounds="round0"``, the votes DS-EM reads) or over all rounds
+    (``"all"``); a task where the seat endorsed nothing, or two candidates equally often, has no
+    vote of that seat. Accuracies count a task whose gold is not a candidate as wrong and leave
+    unlabeled tasks out.
+    """
+    if rounds not in ("round0", "all"):
+        raise DataError(f"rounds must be 'round0' or 'all', got {rounds!r}", field="rounds")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
+            not 0.0 < threshold <= 1.0:
+        raise DataError(f"threshold must be in (0, 1], got {threshold!r}", field="threshold")
+    mask = np.asarray(counts.mask)
+    T = mask.shape[0]
+    d = np.asarray(decisions)
+    if d.shape == mask.shape and np.issubdtype(d.dtype, np.floating):
+        with np.errstate(divide="ignore"):
+            log_p = np.where(mask, np.log(d), -np.inf)
+        d = np.asarray(decide(jax.random.key(seed), log_p, mask).index)
+    if d.shape != (T,) or not np.issubdtype(d.dtype, np.integer) or (d < 0).any() or \
+            (d >= mask.shape[1]).any() or not mask[np.arange(T), d].all():
+        raise DataError(f"decisions must be [T = {T}] candidate slots or [T, K] probabilities "
+                        f"matching the counts, got shape {d.shape}", field="decisions")
+    votes = np.asarray(counts.e0 if rounds == "round0" else counts.e)          # [T, I, K]
+    votes = np.where(mask[:, None, :], votes, 0)
+    top = votes.max(-1)
+    single = (top > 0) & ((votes == top[..., None]).sum(-1) == 1)             # [T, I]
+    vote = votes.argmax(-1)
+    gold, gm = np.asarray(counts.gold), np.asarray(counts.gold_missing)
+    labeled = ((gold >= 0) | gm)[:, None] & single
+    n = single.sum(0)
+    n_lab = labeled.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        agreement = np.where(n > 0, ((vote == d[:, None]) & single).sum(0) / n, np.nan)
+        seat_acc = np.where(n_lab > 0, ((vote == gold[:, None]) & labeled).sum(0) / n_lab,
+                            np.nan)
+        acc = np.where(n_lab > 0, ((d == gold)[:, None] & labeled).sum(0) / n_lab, np.nan)
+    agents = tuple(counts.agents) if counts.agents is not None else \
+        tuple(f"seat {i}" for i in range(votes.shape[1]))
+    seen = np.flatnonzero(np.isfinite(agreement))
+    order = seen[np.argsort(-agreement[seen], kind="stable")]       # most agreeing first
+    followed = tuple(agents[i] for i in order if agreement[i] >= threshold)
+    top_agreement = float(agreement[order[0]]) if order.size else None
+    return SeatFollowing(agreement, n, seat_acc, acc, followed, top_agreement, agents)

@@ -124,7 +124,8 @@ def evaluate(
     traces: Path = typer.Argument(..., help="Labeled JSON Lines trace file."),
     arms: str = typer.Option(DEFAULT_ARMS, "--arms",
                              help="Comma-separated arms: majority, bda-shared, bda-per-agent, "
-                                  "bda-confusion, bda-tempered, stacking, gated-vote, ds-em, "
+                                  "bda-confusion, bda-confusion-uniform, bda-tempered, stacking, "
+                                  "gated-vote, ds-em, "
                                   "verbalized, best-member; iso:<arm> / temp:<arm> wrappers; "
                                   "with --config also the LLM methods moa, moa-lite, self-moa, "
                                   "argllms."),

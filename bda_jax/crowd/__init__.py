@@ -19,7 +19,8 @@ The functional layer under the estimators, pure and jitted:
   :func:`dawid_skene_pairs` and :func:`dawid_skene_em` (dense votes), :func:`dawid_skene_trace`,
   the steps :func:`ds_e_step`, :func:`ds_m_step`, :func:`ds_predict`, the starts
   :func:`ds_init_posterior` / :func:`spectral_skills`; results :class:`DSResult`,
-  :class:`DSParams`.
+  :class:`DSParams`; the label-switch diagnostic :func:`ds_switch_rate` -> :class:`DSSwitch`
+  ([BDA] Appendix F.10: the share of items two initializations decide differently).
 * GLAD: :func:`glad_em` -> :class:`GLADResult` (:class:`GLADParams`), the steps
   :func:`glad_e_step`, :func:`glad_m_step` and crowd-kit's loss :func:`glad_objective`; its
   M-step is SciPy's conjugate gradient in JAX, :func:`minimize_cg` (:func:`difference_line`
@@ -37,10 +38,10 @@ The functional layer under the estimators, pure and jitted:
 """
 from .._core.counts import PairCounts
 from ._cg import CGResult, difference_line, minimize_cg
-from ._dawid_skene import (DEFAULT_SMOOTHING, DSParams, DSResult, check_ds_settings,
+from ._dawid_skene import (DEFAULT_SMOOTHING, DSParams, DSResult, DSSwitch, check_ds_settings,
                            dawid_skene_em, dawid_skene_pairs, dawid_skene_trace,
                            dawid_skene_votes, ds_e_step, ds_init_posterior, ds_m_step,
-                           ds_predict, spectral_skills)
+                           ds_predict, ds_switch_rate, spectral_skills)
 from ._estimators import (GLAD, MACE, DawidSkene, MajorityVote, OneCoinDawidSkene,
                           SpectralDawidSkene, Wawa, pairs_from_frame)
 from ._glad import (GLADParams, GLADResult, glad_e_step, glad_em, glad_m_step,
@@ -52,7 +53,8 @@ from ._semisupervised import (SemiSupervisedBDA, SemiSupervisedResult, crowd_pri
 from ._votes import (CrowdVotes, check_dense_votes, check_gold, crowd_votes, votes_from_dense,
                      votes_from_labels)
 
-__all__ = ["DEFAULT_SMOOTHING", "CGResult", "CrowdVotes", "DSParams", "DSResult", "DawidSkene",
+__all__ = ["DEFAULT_SMOOTHING", "CGResult", "CrowdVotes", "DSParams", "DSResult", "DSSwitch",
+           "DawidSkene",
            "GLAD", "GLADParams", "GLADResult", "MACE", "MACECounts", "MACEParams",
            "MACEResult", "MajorityVote", "OneCoinDawidSkene", "PairCounts",
            "SemiSupervisedBDA", "SemiSupervisedResult", "SpectralDawidSkene", "Wawa",
@@ -60,6 +62,7 @@ __all__ = ["DEFAULT_SMOOTHING", "CGResult", "CrowdVotes", "DSParams", "DSResult"
            "crowd_votes", "dawid_skene_em", "dawid_skene_pairs", "dawid_skene_trace",
            "difference_line",
            "dawid_skene_votes", "ds_e_step", "ds_init_posterior", "ds_m_step", "ds_predict",
+           "ds_switch_rate",
            "glad_e_step", "glad_em", "glad_m_step", "glad_objective", "mace_e_step", "mace_em",
            "mace_init", "mace_m_step", "max_pair_votes", "minimize_cg", "pairs_from_frame",
            "semisupervised_em", "spectral_skills", "votes_from_dense", "votes_from_labels"]

@@ -95,14 +95,14 @@ import numpy as np
 
 from .._core.checks import positive_int
 from .._core.counts import PairCounts
-from .._core.decisions import vote_shares
+from .._core.decisions import decide, vote_shares
 from .._core.errors import DataError
 from .._core.numerics import safe_log
-from ._votes import CrowdVotes, check_gold, crowd_votes, votes_from_dense
+from ._votes import CrowdVotes, check_dense_votes, check_gold, crowd_votes, votes_from_dense
 
-__all__ = ["DSParams", "DSResult", "check_ds_settings", "dawid_skene_em", "dawid_skene_pairs",
-           "dawid_skene_trace", "dawid_skene_votes", "ds_e_step", "ds_init_posterior",
-           "ds_m_step", "ds_predict", "spectral_skills"]
+__all__ = ["DSParams", "DSResult", "DSSwitch", "check_ds_settings", "dawid_skene_em",
+           "dawid_skene_pairs", "dawid_skene_trace", "dawid_skene_votes", "ds_e_step",
+           "ds_init_posterior", "ds_m_step", "ds_predict", "ds_switch_rate", "spectral_skills"]
 
 MODELS = ("one-coin", "confusion")
 INITS = ("majority", "spectral", "anti")
@@ -700,3 +700,65 @@ def dawid_skene_trace(votes, mask, n_steps, init="majority", smoothing=DEFAULT_S
     q0 = _init(ent, init, ent.shape[1])
     return _trace(ent, q0, np.asarray(smoothing, ent.weight.dtype), int(n_steps), ent.shape[1],
                   model, prior)
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+class DSSwitch(NamedTuple):
+    """What :func:`ds_switch_rate` returns.
+
+    ``rate``: the share of items on which the two fits decide differently (None without items);
+    ``n_items``; ``items`` [T] the tasks that count (at least one vote on a candidate and at
+    least two candidates); ``disagree`` [T] (False off the items); ``decisions`` [2, T] each
+    fit's decided slot; ``log_likelihood`` (2,) each fit's observed-data log-likelihood (equal
+    at mirror modes); ``inits`` the two initializations compared.
+    """
+
+    rate: float | None
+    n_items: int
+    items: np.ndarray
+    disagree: np.ndarray
+    decisions: np.ndarray
+    log_likelihood: tuple[float, float]
+    inits: tuple[str, str]
+
+
+def ds_switch_rate(votes, mask, inits=("majority", "anti"), n_iter=100, tol=1e-6,
+                   smoothing=DEFAULT_SMOOTHING, *, model="one-coin", prior="estimate",
+                   seed: int = 0, dtype=None) -> DSSwitch:
+    """The label-switch rate of unsupervised Dawid–Skene ([BDA] Appendix F.10, Table 16).
+
+    EM is run twice on the same votes, from the two initializations ``inits`` (default the
+    majority start and its mirror, "anti"; module docstring), and the rate is the fraction of
+    items on which the two fits' decisions differ — the paper's definition ("fraction of items on
+    which the majority- and anti-initializations disagree"). At K = 2 the one-coin likelihood
+    is invariant under the flip p_i -> 1 - p_i with the labels swapped, so a rate of 1.0 with
+    equal ``log_likelihood`` says the two starts reached mirror modes: agreement alone cannot
+    tell which is right and only labels can (the supervised prior of [BDA] Eq. 3). A rate near 0
+    says both starts found one mode. At K > 2 the symmetry is not exact and the rate measures
+    how far the fit depends on its start (mode capture).
+
+    An item is a task with at least one vote on one of its candidates and at least two
+    candidates (elsewhere nothing can switch). Decisions are argmaxes with exact ties broken at
+    random from ``seed``, the same draw for both fits, so a task tied the same way in both fits
+    never counts as a switch. Arguments otherwise as :func:`dawid_skene_em` (``votes`` [T, I, K],
+    ``mask`` [T, K]).
+    """
+    if (not isinstance(inits, (tuple, list)) or len(inits) != 2
+            or not all(isinstance(i, str) and i in INITS for i in inits) or inits[0] == inits[1]):
+        raise DataError(f"inits must be two different initializations of {INITS}, got "
+                        f"{inits!r}", field="inits")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise DataError(f"seed must be an integer, got {seed!r}", field="seed")
+    checked, m = check_dense_votes(votes, mask, dtype)
+    ent = votes_from_dense(checked, m, dtype=dtype)
+    fits = [dawid_skene_votes(ent, init, n_iter, tol, smoothing, model=model, prior=prior)
+            for init in inits]
+    key = jax.random.key(int(seed))
+    decisions = np.stack([np.asarray(decide(key, f.log_posterior, m).index) for f in fits])
+    items = (checked.sum((1, 2)) > 0) & (m.sum(1) >= 2)
+    disagree = items & (decisions[0] != decisions[1])
+    n = int(items.sum())
+    return DSSwitch(float(disagree.sum()) / n if n else None, n, items, disagree, decisions,
+                    tuple(float(f.log_likelihood) for f in fits), tuple(inits))
