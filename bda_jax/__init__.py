@@ -2,7 +2,8 @@
 
 One data path: traces -> counts -> kernels -> posteriors -> metrics and reports.
 This module is the core surface (traces, counts, the closed-form kernels of [BDA] Eqs. 1, 2
-and 4, fitting and nested CV, decisions, sharding, the evaluation harness and the errors).
+and 4, fitting and nested CV, decisions, answer sets with coverage, sharding, the evaluation
+harness and the errors).
 Subpackages, one domain each (docs/architecture.md): ``bda_jax.aggregators`` (council arms,
 harness, model files), ``bda_jax.crowd`` (crowd-kit's surface and the crowd EMs),
 ``bda_jax.datasets`` (importers), ``bda_jax.metrics``, ``bda_jax.simulate``,
@@ -13,6 +14,8 @@ from ._core.cache import CellCache, fingerprint
 from ._core.compilation import enable_compilation_cache
 from ._core.io import atomic_write
 from ._core.abstention import RiskCoverage, risk_coverage, selective_decision
+from ._core.conformal import (SET_METHODS, conformal_scores, conformal_threshold, prediction_sets,
+                             set_coverage)
 from ._core.counts import Counts, CountsInfo, PairCounts, tally
 from ._core.decisions import Decision, decide, majority
 from ._core.errors import ArtifactError, BdaError, DataError, TraceError
@@ -33,6 +36,7 @@ __all__ = [
     "__version__", "CellCache", "atomic_write", "enable_compilation_cache", "fingerprint",
     "ARMS", "Evaluation", "RiskCoverage", "decision_flips", "evaluate", "make_arm",
     "reliability_ablation", "risk_coverage", "selective_decision",
+    "SET_METHODS", "conformal_scores", "conformal_threshold", "prediction_sets", "set_coverage",
     "BetaPrior", "CVResult", "GRIDS", "class_log_prior", "fit_confusion", "gold_consistent",
     "inner_folds", "labeled_count", "make_folds", "prior_from_reliability", "reliability", "select_and_predict",
     "uniform_error_confusion",

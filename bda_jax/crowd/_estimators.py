@@ -36,12 +36,16 @@ skill 0 gets the uniform distribution (crowd-kit: NaN). ``OneCoinDawidSkene`` al
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.conformal import (check_alpha, check_set_method, conformal_scores,
+                               conformal_threshold, prediction_sets)
 from .._core.counts import Counts, CountsInfo, PairCounts, tally
 from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
@@ -130,6 +134,24 @@ class _Crowd:
     tie_break: str = "random"
     seed: int = 0
 
+    def __init_subclass__(cls, **kwargs):
+        # Each ``fit`` records the gold it was given (``true_labels``) after it succeeds, so
+        # predict_set can refuse to calibrate on labels the fit already read.
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is None or getattr(fit, "_records_fit", False):
+            return
+
+        @functools.wraps(fit)
+        def recording_fit(self, *args, **kw):
+            out = fit(self, *args, **kw)
+            bound = inspect.signature(fit).bind(self, *args, **kw)
+            self.__dict__["_fit_true_labels"] = bound.arguments.get("true_labels")
+            return out
+
+        recording_fit._records_fit = True
+        cls.fit = recording_fit
+
     def _check_tie_break(self):
         if self.tie_break not in TIE_BREAKS:
             raise DataError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}",
@@ -189,6 +211,7 @@ class _Crowd:
 
     def _remember(self, pairs: PairCounts):
         pd = _pd()
+        self.__dict__["_fitted_pairs"] = pairs    # predict_set scores the fitted tasks
         T, I, K = pairs.shape
         self.workers_ = list(pairs.agents) if pairs.agents is not None else list(range(I))
         self.classes_ = list(pairs.vocab) if pairs.vocab is not None else list(range(K))
@@ -290,6 +313,50 @@ class _Crowd:
         pairs = self._pairs(data, fitted=True)
         index = self._decide(self._scores(pairs), pairs.mask, key)
         return self._labels(index, pairs) if _is_frame(data) else index
+
+    def predict_set(self, alpha: float, data=None, *, true_labels, method: str = "lac",
+                    key=None, randomized: bool = True):
+        """Answer sets with coverage ``1 - alpha``: split conformal prediction over this
+        estimator's posterior (docs/answer-sets.md; ``method`` ``"lac"`` or ``"aps"``).
+
+        ``true_labels`` (a Series keyed by task, or [T] slots with -1 for unknown, as in
+        ``fit``) are the calibration labels: known answers of tasks of the fitted data that
+        the fit did not read (an unsupervised fit reads none; a task whose label was passed to
+        ``fit`` is refused). ``data``: the tasks to give sets to (``None``: the fitted tasks,
+        a DataFrame of booleans indexed by task, one column per label; Counts/PairCounts/
+        traces: a NumPy bool array [T, K], False on padding slots). ``key`` (default from
+        ``seed``) draws the APS uniforms.
+        """
+        self._check_fitted()
+        alpha = check_alpha(alpha)
+        check_set_method(method)
+        pairs = self.__dict__["_fitted_pairs"]
+        cal_gold = self._gold(pairs, true_labels)
+        fit_gold = self._gold(pairs, self.__dict__.get("_fit_true_labels"))
+        if fit_gold is not None and ((fit_gold >= 0) & (cal_gold >= 0)).any():
+            t = int(np.flatnonzero((fit_gold >= 0) & (cal_gold >= 0))[0])
+            raise DataError("a calibration label was given to fit (in-sample calibration would "
+                            "under-cover): calibrate on labels the fit did not read",
+                            field="true_labels", task_id=str(self.tasks_[t]))
+        labeled = np.flatnonzero(cal_gold >= 0)
+        if not labeled.size:
+            raise DataError("no calibration label: true_labels names no task", field="true_labels")
+        key = jax.random.key(self.seed) if key is None else key
+        k_scores, k_sets = jax.random.split(key)
+        proba = np.asarray(self._proba(pairs), np.float64)
+        scores = conformal_scores(proba[labeled], cal_gold[labeled],
+                                  np.asarray(pairs.mask)[labeled], method=method, key=k_scores,
+                                  randomized=randomized)
+        threshold = conformal_threshold(scores, alpha)
+        target = pairs if data is None else self._pairs(data, fitted=True)
+        target_proba = proba if data is None else np.asarray(self._proba(target), np.float64)
+        sets = np.asarray(prediction_sets(target_proba, target.mask, threshold, method=method,
+                                          key=k_sets, randomized=randomized))
+        if data is not None and not _is_frame(data):
+            return sets
+        pd = _pd()
+        return pd.DataFrame(sets, index=self._task_index(None if data is None else target),
+                            columns=pd.Index(self.classes_, name="label"))
 
     def _check_fitted(self):
         if not hasattr(self, "probas_"):
