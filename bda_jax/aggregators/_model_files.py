@@ -8,6 +8,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
+from .._core.conformal import set_coverage
 from .._core.counts import tally
 from .._core.errors import DataError
 from .._core.fitting import labeled_count
@@ -55,7 +56,9 @@ def fit_model_file(traces: Sequence[Trace], arm: str, out, *, seed: int = 0,
 
 
 def predict_tasks(artifact: ModelArtifact, traces: Sequence[Trace], *, seed: int | None = None,
-                  allow_missing_agents: bool = False, source: str | None = None
+                  allow_missing_agents: bool = False, source: str | None = None,
+                  set_alpha: float | None = None, set_method: str = "lac",
+                  calibration: Sequence[Trace] | None = None, calibration_source: str | None = None
                   ) -> tuple[list[dict], dict]:
     """Per-task posterior, decision and confidence of a loaded model on ``traces``.
 
@@ -65,21 +68,42 @@ def predict_tasks(artifact: ModelArtifact, traces: Sequence[Trace], *, seed: int
     ``index``, ``confidence``, and ``gold`` / ``correct`` where the task is labeled; a gold outside
     the candidates is ``None`` and never correct) and the summary ``bda predict --json`` prints
     (``estimator``, ``arm``, ``n_tasks``, ``n_labeled``, ``accuracy``, ``training_data``: whether
-    these are the very traces the model was fitted on).
+    these are the very traces the model was fitted on). The confidence is the estimator's own
+    (``decide``, e.g. a recalibrated one, unclipped) where it has one, else the decision's
+    probability.
+
+    ``set_alpha``: also an answer set per task (row ``set``: the candidates in it), split
+    conformal with ``set_method`` (``"lac"`` / ``"aps"``; docs/answer-sets.md) calibrated on the
+    labeled tasks of ``calibration`` (default: of ``traces``). A model file does not hold its
+    training data, so calibration tasks must be labeled tasks the model was not fitted on: the
+    training traces themselves (same fingerprint) are refused. The summary gains ``set``
+    (``alpha``, ``method``, ``n_calibration``, ``calibrated_on_these_tasks``, and on the labeled
+    tasks of ``traces`` the ``coverage``, ``mean_size``, ``empty`` of
+    :func:`bda_jax.set_coverage`: an honest coverage estimate only with separate calibration
+    traces).
     """
     check_agents(artifact, [m.agent for t in traces for m in t.moves], file=source,
                  allow_missing=allow_missing_agents)
     counts = tally(traces, agents=artifact.agents)
     est = artifact.estimator
+    key = None if seed is None else jax.random.key(seed)
     proba = np.asarray(est.predict_proba(counts), np.float64)
-    index = np.asarray(est.predict(counts, None if seed is None else jax.random.key(seed)))
+    index = np.asarray(est.predict(counts, key))
+    confidence = (np.asarray(est.decide(counts, key).confidence, np.float64)
+                  if hasattr(est, "decide") else proba[np.arange(len(index)), index])
+    sets = set_summary = None
+    if set_alpha is not None:
+        sets, set_summary = _answer_sets(artifact, counts, set_alpha, set_method, calibration,
+                                         calibration_source, key)
     rows, n_lab, n_ok = [], 0, 0
     for t, task_id in enumerate(counts.task_ids):
         cands = counts.candidates[t]
         k, g = int(index[t]), int(counts.gold[t])
         row = {"task_id": task_id, "candidates": list(cands),
                "proba": [float(proba[t, j]) for j in range(len(cands))],
-               "decision": cands[k], "index": k, "confidence": float(proba[t, k])}
+               "decision": cands[k], "index": k, "confidence": float(confidence[t])}
+        if sets is not None:
+            row["set"] = [c for j, c in enumerate(cands) if sets[t, j]]
         if g >= 0 or counts.gold_missing[t]:
             row["gold"] = cands[g] if g >= 0 else None
             row["correct"] = k == g
@@ -91,4 +115,29 @@ def predict_tasks(artifact: ModelArtifact, traces: Sequence[Trace], *, seed: int
     summary = {"estimator": artifact.name, "arm": artifact.meta.get("arm"),
                "n_tasks": len(rows), "n_labeled": n_lab,
                "accuracy": (n_ok / n_lab) if n_lab else None, "training_data": in_sample}
+    if set_summary is not None:
+        summary["set"] = set_summary
     return rows, summary
+
+
+def _answer_sets(artifact, counts, alpha, method, calibration, calibration_source, key):
+    """Sets [T, K] for :func:`predict_tasks` and their summary."""
+    if calibration is None:
+        cal, where = counts, "the predicted traces"
+    else:
+        check_agents(artifact, [m.agent for t in calibration for m in t.moves],
+                     file=calibration_source, allow_missing=True)
+        cal, where = tally(calibration, agents=artifact.agents), "the calibration traces"
+    if artifact.counts_fingerprint is not None and \
+            artifact.counts_fingerprint == fingerprint_counts(cal):
+        raise DataError(f"{where} are the model's training data: calibrating answer sets on "
+                        "them would under-cover; pass labeled tasks the model was not fitted on",
+                        file=calibration_source if calibration is not None else None,
+                        field="calibration")
+    n_cal = int(((np.asarray(cal.gold) >= 0) | np.asarray(cal.gold_missing)).sum())
+    sets = artifact.estimator.predict_set(counts, alpha, method=method, calibration=cal, key=key)
+    # coverage on the labeled tasks of the predicted traces; when they also calibrated the sets
+    # (no separate calibration traces) it is at least 1 - alpha by construction
+    return sets, {"alpha": float(alpha), "method": method, "n_calibration": n_cal,
+                  "calibrated_on_these_tasks": calibration is None,
+                  **set_coverage(sets, counts.gold, counts.gold_missing)}

@@ -220,3 +220,29 @@ def test_crowd_estimator_sets_cover_tasks_whose_labels_the_fit_never_read():
         supervised.predict_set(alpha, true_labels=gold.iloc[50:400])
     assert err.value.task_id == "t50"
     assert supervised.predict_set(alpha, true_labels=gold.iloc[100:400]).shape == (T, K)
+
+
+def test_model_file_sets_need_calibration_tasks_the_fit_never_saw(tmp_path):
+    """predict_tasks(set_alpha=...): calibrated on separate labeled traces (honest coverage),
+    or on the predicted traces' own labels (flagged); the training traces are refused."""
+    from bda_jax.aggregators import fit_model_file, load_model, predict_tasks
+    traces = simulate_council(5, 360, [0.75, 0.7, 0.6, 0.4], n_candidates=3, n_rounds=2)
+    train, cal, new = traces[:120], traces[120:240], traces[240:]
+    fit_model_file(train, "majority", tmp_path / "m.json")
+    artifact = load_model(tmp_path / "m.json")
+    rows, summary = predict_tasks(artifact, new, set_alpha=0.2, calibration=cal)
+    assert summary["set"]["n_calibration"] == 120 and not summary["set"]["calibrated_on_these_tasks"]
+    assert all(set(r["set"]) <= set(r["candidates"]) for r in rows)
+    covered = np.mean([r["gold"] in r["set"] for r in rows])
+    assert covered == pytest.approx(summary["set"]["coverage"])
+    assert covered >= 0.8 - 3 * np.sqrt(0.16 * (1 / 120 + 1 / 120))
+    # the same sets as the estimator's own predict_set on the same calibration tasks
+    sets = artifact.estimator.predict_set(bda.tally(new, agents=artifact.agents), 0.2,
+                                          calibration=bda.tally(cal, agents=artifact.agents))
+    assert [r["set"] for r in rows] == [[c for j, c in enumerate(r["candidates"]) if sets[t, j]]
+                                        for t, r in enumerate(rows)]
+    _, own = predict_tasks(artifact, new, set_alpha=0.2)
+    assert own["set"]["calibrated_on_these_tasks"] and own["set"]["n_calibration"] == 120
+    with pytest.raises(bda.DataError, match="training data") as err:
+        predict_tasks(artifact, new, set_alpha=0.2, calibration=train)
+    assert err.value.field == "calibration"
