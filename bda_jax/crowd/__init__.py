@@ -4,7 +4,11 @@ Estimators (crowd-kit's surface): ``MajorityVote``, ``Wawa``, ``DawidSkene``,
 ``OneCoinDawidSkene``, ``SpectralDawidSkene``, ``GLAD``, ``MACE``:
 ``fit(df, true_labels=None)`` with a DataFrame of columns ``task``, ``worker``, ``label`` (or
 traces, :class:`~bda_jax.Counts`, :class:`PairCounts`); ``labels_``, ``probas_``, ``skills_``,
-``errors_``, ``priors_``. ``SemiSupervisedBDA``: BDA with worker priors fitted on a gold
+``errors_``, ``priors_``. The constructors take crowd-kit 1.4.2's arguments by name and in its
+positional order (``MajorityVote(default_skill, on_missing_skill)`` and ``fit(df, skills)``,
+``GLAD(..., silent, labels_priors, ...)``, ``MACE(..., random_state, verbose)``), ours after
+them, keyword-only; ``tie_break="crowdkit"`` breaks ties in crowd-kit's column order
+(docs/coming-from-crowd-kit.md). ``SemiSupervisedBDA``: BDA with worker priors fitted on a gold
 subset, ``fit(df, true_labels=gold_subset)``. ``pairs_from_frame`` builds the
 :class:`PairCounts` of a frame.
 

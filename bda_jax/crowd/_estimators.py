@@ -22,17 +22,23 @@ take Counts/PairCounts/traces and then return NumPy arrays [T, K] (the aggregato
 evaluation harness reads).
 
 Ties. crowd-kit's ``labels_`` is ``probas_.idxmax(axis=1)``: the *first* label in column
-(sorted) order wins an exact tie, so every tied task gets the same label. Here ``tie_break=
-"random"`` (default; [BDA] Appendix D.6: a fixed order correlates with attacks) picks
-uniformly among the tied labels from ``seed``; ``tie_break="first"`` reproduces crowd-kit.
+order wins an exact tie, so every tied task gets the same label. Its column order depends on
+the class (benchmarks/results/crowdkit_reference.json, crowd-kit 1.4.2 with pandas 3.1):
+sorted labels for ``GLAD`` and for ``Wawa``'s weighted vote, the order in which labels first
+appear in the data for ``MajorityVote`` (also inside ``Wawa``), ``DawidSkene``,
+``OneCoinDawidSkene`` and ``MACE``. Here ``tie_break="random"`` (default; [BDA] Appendix D.6:
+a fixed order correlates with attacks) picks uniformly among the tied labels from ``seed``;
+``"first"`` takes the first label in sorted order, ``"appearance"`` the one that appears first
+in the data frame (frames only), and ``"crowdkit"`` whichever of the two crowd-kit uses at each
+step of that class. docs/coming-from-crowd-kit.md lists every argument against crowd-kit's.
 
 Differences from crowd-kit 1.4.2, on purpose: ``smoothing`` (default 1e-10, crowd-kit's
 ``_EPS``) is a pseudo-count added to the error counts, where crowd-kit clips them below at
 1e-10; ``probas_`` of the DS estimators are the E-step of the returned parameters (crowd-kit
 returns the posterior one M-step earlier); ``errors_`` lists every (worker, label) row (crowd-kit
-only the labels a worker used; the others have probability ~0); a Wawa task whose votes all have
-skill 0 gets the uniform distribution (crowd-kit: NaN). ``OneCoinDawidSkene`` also accepts
-``true_labels`` and ``initial_error`` (crowd-kit's one-coin does not).
+only the labels a worker used; the others have probability ~0); a (weighted) majority task whose
+votes all have weight 0 gets the uniform distribution (crowd-kit: NaN). ``OneCoinDawidSkene``
+also accepts ``true_labels`` and ``initial_error`` (crowd-kit's one-coin does not).
 """
 from __future__ import annotations
 
@@ -51,14 +57,15 @@ from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
 from ._dawid_skene import INITS, STRATEGIES, check_ds_settings, dawid_skene_pairs, ds_predict
 from ._glad import glad_em
-from ._mace import mace_em
+from ._mace import METHODS as MACE_METHODS, mace_em
 from ._votes import VOTE_SOURCES, CrowdVotes, crowd_votes
 
 __all__ = ["MajorityVote", "Wawa", "DawidSkene", "OneCoinDawidSkene", "SpectralDawidSkene",
            "GLAD", "MACE", "PerTaskModel", "pairs_from_frame"]
 
 COLUMNS = ("task", "worker", "label")
-TIE_BREAKS = ("random", "first")
+TIE_BREAKS = ("random", "first", "appearance", "crowdkit")
+ON_MISSING_SKILL = ("error", "ignore", "value")
 CROWDKIT_EPS = 1e-10
 
 
@@ -89,6 +96,8 @@ def pairs_from_frame(data, *, workers=None, labels=None) -> PairCounts:
     Each row is one vote (a round-0 ``propose`` of ``label`` by ``worker``); the rows are
     factorized (sorted tasks, workers, labels) and packed by the tally's own array step. With a
     fitted ``workers`` / ``labels`` list, any other worker or label is a :class:`DataError`.
+    ``info.notes["label_order"]`` keeps the label slots in the order they first appear in the
+    rows (what ``tie_break="appearance"`` reads: crowd-kit's column order).
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"task": ["t1", "t1", "t2"], "worker": ["a", "b", "a"],
@@ -116,8 +125,9 @@ def pairs_from_frame(data, *, workers=None, labels=None) -> PairCounts:
     cand, labels = _factorize(data["label"].to_numpy(), "label", labels)
     T, I, K = len(tasks), len(workers), len(labels)
     vocab = tuple(labels)
+    order = tuple(int(k) for k in pd.unique(cand))        # label slots by first appearance
     info = CountsInfo(tuple(workers), tuple(tasks), (vocab,) * T, vocab, None,
-                      {"source": "data frame"})
+                      {"source": "data frame", "label_order": order})
     return PairCounts.from_votes(task, agent, cand, T, I, K, info=info)
 
 
@@ -128,11 +138,32 @@ def _is_frame(data) -> bool:
         return False
 
 
+def _label_order(pairs: PairCounts):
+    """Label slots in order of first appearance in the frame the pairs came from, or None."""
+    info = getattr(pairs, "info", None)
+    return None if info is None else info.notes.get("label_order")
+
+
+def _resolve_seed(seed, random_state):
+    """One seed from ``seed`` (ours) and ``random_state`` (crowd-kit's name for it): either
+    may be given (an int); both given and different is a :class:`DataError`; neither: 0."""
+    for name, v in (("seed", seed), ("random_state", random_state)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise DataError(f"{name} must be an int, got {v!r}", field=name)
+    if seed is not None and random_state is not None and int(seed) != int(random_state):
+        raise DataError(f"seed={seed} and random_state={random_state} disagree: random_state is "
+                        "crowd-kit's name for seed; give one", field="random_state")
+    v = seed if seed is not None else random_state
+    return 0 if v is None else int(v)
+
+
 class _Crowd:
     """Shared input handling and outputs of the crowd estimators."""
 
     tie_break: str = "random"
     seed: int = 0
+    # tie_break="crowdkit": the rule crowd-kit 1.4.2 (pandas 3.1) follows, per step of the fit
+    _crowdkit_ties = {"final": "appearance"}
 
     def __init_subclass__(cls, **kwargs):
         # Each ``fit`` records the gold it was given (``true_labels``) after it succeeds, so
@@ -157,10 +188,25 @@ class _Crowd:
             raise DataError(f"tie_break must be one of {TIE_BREAKS}, got {self.tie_break!r}",
                             field="tie_break")
 
+    def _tie_rule(self, stage="final"):
+        """The tie rule of one step of the fit (``"crowdkit"`` resolved per class)."""
+        if self.tie_break != "crowdkit":
+            return self.tie_break
+        return self._crowdkit_ties.get(stage, self._crowdkit_ties["final"])
+
+    def _check_appearance(self, data):
+        rules = ({self.tie_break} if self.tie_break != "crowdkit"
+                 else set(self._crowdkit_ties.values()))
+        if "appearance" in rules and not _is_frame(data):
+            raise DataError(f"tie_break={self.tie_break!r} breaks ties by the order labels first "
+                            "appear in a data frame; this data is not one (use 'first' or "
+                            "'random')", field="tie_break")
+
     # ---- inputs
     def _pairs(self, data, fitted=False) -> PairCounts:
         workers = getattr(self, "workers_", None) if fitted else None
         labels = getattr(self, "classes_", None) if fitted else None
+        self._check_appearance(data)
         if _is_frame(data):
             return pairs_from_frame(data, workers=workers,
                                     labels=None if labels is None else list(labels))
@@ -267,11 +313,24 @@ class _Crowd:
         return pd.DataFrame(np.asarray(proba, np.float64), index=self._task_index(pairs),
                             columns=pd.Index(self.classes_, name="label"))
 
-    def _decide(self, scores, mask, key=None):
-        """Chosen slots [T]: argmax of ``scores`` [T, K]; ties per ``tie_break``."""
-        if self.tie_break == "first":
+    def _decide(self, scores, mask, key=None, order=None, stage="final"):
+        """Chosen slots [T]: argmax of ``scores`` [T, K]; ties per ``tie_break`` (``order``:
+        the label slots by first appearance, for ``"appearance"``; ``stage``: the step of the
+        fit, for ``"crowdkit"``)."""
+        rule = self._tie_rule(stage)
+        if rule in ("first", "appearance"):
             mask = np.asarray(mask)
-            return np.argmax(np.where(mask, np.asarray(scores), -np.inf), axis=-1)
+            s = np.where(mask, np.asarray(scores), -np.inf)
+            if rule == "first":
+                return np.argmax(s, axis=-1)
+            if order is None:
+                raise DataError("tie_break='appearance' needs data from a data frame",
+                                field="tie_break")
+            K = s.shape[-1]
+            rank = np.full(K, K, np.int64)              # labels absent from the frame: last
+            rank[list(order)] = np.arange(len(order))
+            tied = mask & (s == s.max(-1, keepdims=True))
+            return np.argmin(np.where(tied, rank, K + 1), axis=-1)
         key = jax.random.key(self.seed) if key is None else key
         return np.asarray(argmax_random_ties(key, scores, mask))
 
@@ -279,19 +338,21 @@ class _Crowd:
         return _pd().Series(np.asarray(self.classes_, dtype=object)[index],
                             index=self._task_index(pairs), name="agg_label").infer_objects()
 
-    def _finish(self, pairs, proba, scores):
+    def _finish(self, pairs, proba, scores, stage="final"):
         self.probas_ = self._frame(proba)
-        self.labels_ = self._labels(self._decide(scores, pairs.mask))
+        self.labels_ = self._labels(self._decide(scores, pairs.mask, order=_label_order(pairs),
+                                                 stage=stage))
         return self
 
     # ---- public surface
-    def fit_predict(self, data, true_labels=None, **kwargs):
-        """Fit and return ``labels_`` (Series indexed by task)."""
-        return self.fit(data, true_labels, **kwargs).labels_
+    def fit_predict(self, data, *args, **kwargs):
+        """Fit (``fit``'s arguments) and return ``labels_`` (Series indexed by task)."""
+        return self.fit(data, *args, **kwargs).labels_
 
-    def fit_predict_proba(self, data, true_labels=None, **kwargs):
-        """Fit and return ``probas_`` (DataFrame indexed by task, one column per label)."""
-        return self.fit(data, true_labels, **kwargs).probas_
+    def fit_predict_proba(self, data, *args, **kwargs):
+        """Fit (``fit``'s arguments) and return ``probas_`` (DataFrame indexed by task, one
+        column per label)."""
+        return self.fit(data, *args, **kwargs).probas_
 
     def predict_proba(self, data=None):
         """Probabilities over each task's candidates. ``None``: the fitted tasks' ``probas_``;
@@ -311,7 +372,7 @@ class _Crowd:
         if data is None:
             return self.labels_
         pairs = self._pairs(data, fitted=True)
-        index = self._decide(self._scores(pairs), pairs.mask, key)
+        index = self._decide(self._scores(pairs), pairs.mask, key, _label_order(pairs))
         return self._labels(index, pairs) if _is_frame(data) else index
 
     def predict_set(self, alpha: float, data=None, *, true_labels, method: str = "lac",
@@ -390,63 +451,184 @@ def _agreement(ent: CrowdVotes, chosen, n_agents_zeros):
 
 
 class MajorityVote(_Crowd):
-    """Majority vote: each task's label shares (crowd-kit ``MajorityVote``; [BDA] B.1).
+    """Majority vote: each task's label shares (crowd-kit ``MajorityVote``; [BDA] B.1), or with
+    ``fit(data, skills)`` the weighted majority vote.
 
-    ``probas_`` are the vote shares (repeated rows count as repeated votes), ``labels_`` the most
-    voted label (ties: ``tie_break``), ``skills_`` each worker's agreement with ``labels_``.
+    Args (crowd-kit's, in its order): ``default_skill`` (the weight of a worker missing from
+    ``skills`` when ``on_missing_skill="value"``), ``on_missing_skill``: what a vote by a worker
+    without a skill does: ``"error"`` (a :class:`DataError`, crowd-kit's default), ``"ignore"``
+    (the vote is dropped; a task left without votes is a :class:`DataError`) or ``"value"``
+    (weight ``default_skill``). Both matter only with ``skills``. Keyword-only (ours):
+    ``tie_break``, ``seed`` (module docstring), ``votes`` (``"round0"`` or ``"all"``, for traces).
+
+    ``fit(data, skills=None)``: ``skills`` (crowd-kit's argument) is a Series of vote weights
+    indexed by worker (or [I] weights in ``workers_`` order; NaN = missing), finite and >= 0.
+    ``probas_`` are each label's share of the task's (weighted) votes (repeated rows count as
+    repeated votes), ``labels_`` the label with the largest share (ties: ``tie_break``),
+    ``skills_`` each worker's share of distinct answers that agree with ``labels_`` (crowd-kit's
+    ``get_accuracy``; under ``"ignore"`` only the workers whose votes counted). Data given to
+    ``predict`` / ``predict_proba`` later is weighted by the same skills.
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"task": [1, 1, 1, 2, 2], "worker": list("abcab"),
     ...                    "label": ["x", "x", "y", "y", "y"]})
     >>> MajorityVote().fit_predict(df).tolist()
     ['x', 'y']
+    >>> MajorityVote().fit_predict(df, pd.Series({"a": 0.2, "b": 0.2, "c": 0.9})).tolist()
+    ['y', 'y']
     """
 
-    def __init__(self, tie_break: str = "random", seed: int = 0, votes: str = "round0"):
+    def __init__(self, default_skill: float | None = None, on_missing_skill: str = "error", *,
+                 tie_break: str = "random", seed: int = 0, votes: str = "round0"):
+        if on_missing_skill not in ON_MISSING_SKILL:
+            raise DataError(f"on_missing_skill must be one of {ON_MISSING_SKILL}, got "
+                            f"{on_missing_skill!r}", field="on_missing_skill")
+        if default_skill is not None:
+            if on_missing_skill != "value":
+                raise DataError("default_skill is used only with on_missing_skill='value' "
+                                f"(got {on_missing_skill!r})", field="default_skill")
+            if (isinstance(default_skill, (bool, np.bool_))
+                    or not isinstance(default_skill, (int, float, np.integer, np.floating))
+                    or not np.isfinite(default_skill) or default_skill < 0):
+                raise DataError(f"default_skill must be a finite number >= 0, got "
+                                f"{default_skill!r}", field="default_skill")
+        elif on_missing_skill == "value":
+            raise DataError("on_missing_skill='value' needs default_skill", field="default_skill")
+        self.default_skill, self.on_missing_skill = default_skill, on_missing_skill
         self.tie_break, self.seed, self.votes = tie_break, seed, votes
         self._check_tie_break()
 
     def _entries(self, pairs):
         return crowd_votes(pairs, self.votes, dtype=jnp.float32)
 
+    def _skill_weights(self, skills, ent):
+        """``(weights [I], known [I] or None)`` from crowd-kit's ``skills`` argument."""
+        pd = _pd()
+        I = len(self.workers_)
+        if isinstance(skills, pd.Series):
+            if skills.index.has_duplicates:
+                dup = skills.index[skills.index.duplicated()][0]
+                raise DataError(f"skills names worker {dup!r} twice", field="skills")
+            values = skills.reindex(pd.Index(self.workers_))
+        else:
+            values = skills
+        try:
+            w = np.asarray(values, np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise DataError("skills must be numbers: a Series indexed by worker, or [I] "
+                            "weights in workers_ order", field="skills") from None
+        if w.shape != (I,):
+            raise DataError(f"skills must be a Series indexed by worker or [{I}] weights, got "
+                            f"shape {np.shape(values)}", field="skills")
+        missing = np.isnan(w)
+        if (np.isinf(w) | (w < 0)).any():
+            bad = self.workers_[int(np.flatnonzero(np.isinf(w) | (w < 0))[0])]
+            raise DataError(f"skills must be finite and >= 0 (vote weights); worker {bad!r} has "
+                            f"{w[self.workers_.index(bad)]!r}", field="skills")
+        missing &= np.asarray(ent.agent_votes) > 0          # only workers who voted matter
+        known = None
+        if missing.any():
+            first = self.workers_[int(np.flatnonzero(missing)[0])]
+            if self.on_missing_skill == "error":
+                raise DataError(f"skills has no value for {int(missing.sum())} worker(s) who "
+                                f"voted (first {first!r}); give every worker a skill, or use "
+                                "on_missing_skill='ignore' or 'value'", field="skills")
+            if self.on_missing_skill == "value":
+                w = np.where(missing, self.default_skill, w)
+            else:
+                known = ~missing
+        return np.where(np.isnan(w), 0.0, w).astype(np.float32), known
+
+    def _check_known(self, ent, pairs):
+        """``on_missing_skill="ignore"``: every task with votes keeps one by a known worker."""
+        task, weight = np.asarray(ent.task), np.asarray(ent.weight, np.float64)
+        kept = weight * self._known[np.asarray(ent.agent)]
+        total = np.bincount(task, weight, pairs.n_tasks)
+        left = np.bincount(task, kept, pairs.n_tasks)
+        empty = np.flatnonzero((total > 0) & (left == 0))
+        if empty.size:
+            tid = self._task_index(pairs)[int(empty[0])]
+            raise DataError(f"{empty.size} task(s) have no vote by a worker with a known skill "
+                            f"(first {tid!r}); give those workers a skill, or use "
+                            "on_missing_skill='value'", field="skills", task_id=str(tid))
+
     def _proba(self, pairs):
         ent = self._entries(pairs)
-        ones = np.ones(pairs.n_agents, np.float32)
-        return np.asarray(vote_shares(_vote_matrix(ent, ones), ent.mask))
+        weight = getattr(self, "_weight", None)
+        if weight is None:
+            weight = np.ones(pairs.n_agents, np.float32)
+        elif getattr(self, "_known", None) is not None:
+            weight = weight * self._known
+            self._check_known(ent, pairs)
+        return np.asarray(vote_shares(_vote_matrix(ent, jnp.asarray(weight)), ent.mask))
 
-    def fit(self, data, true_labels=None) -> "MajorityVote":
-        """Count the votes of ``data`` (``true_labels`` is accepted for a uniform signature and
-        not read: majority needs no labels)."""
+    def fit(self, data, skills=None, *, true_labels=None) -> "MajorityVote":
+        """Count the votes of ``data``, weighted by ``skills`` if given (class docstring).
+        ``true_labels``: majority vote reads no labels, so giving any is a
+        :class:`DataError` (the EM estimators clamp them)."""
+        self._no_labels(true_labels)
         pairs = self._pairs(data)
         self._remember(pairs)
+        self._weight, self._known = None, None
+        if skills is not None:
+            self._weight, self._known = self._skill_weights(skills, self._entries(pairs))
         self._fit_pairs(pairs)
         return self
 
-    def _fit_pairs(self, pairs):
-        proba = MajorityVote._proba(self, pairs)
-        self._finish(pairs, proba, proba)
-        chosen = self._decide(proba, pairs.mask).astype(np.int32)
-        skills = _agreement(self._entries(pairs), chosen, np.zeros(pairs.n_agents, np.float32))
-        self.skills_ = _pd().Series(np.asarray(skills, np.float64),
-                                    index=_pd().Index(self.workers_, name="worker"), name="skill")
+    def _no_labels(self, true_labels):
+        if true_labels is not None:
+            raise DataError(f"{type(self).__name__} reads no labels: true_labels are clamped by "
+                            "the EM estimators (DawidSkene, GLAD, MACE, ...)",
+                            field="true_labels")
+
+    def _fit_pairs(self, pairs, stage="final"):
+        proba = self._proba(pairs)
+        self._finish(pairs, proba, proba, stage)
+        chosen = self._decide(proba, pairs.mask, order=_label_order(pairs),
+                              stage=stage).astype(np.int32)
+        ent = self._entries(pairs)
+        workers = _pd().Index(self.workers_, name="worker")
+        if self._known is not None:                     # dropped votes do not count
+            ent = ent._replace(weight=ent.weight * jnp.asarray(self._known, ent.weight.dtype)[
+                ent.agent])
+        skills = np.asarray(_agreement(ent, chosen, np.zeros(pairs.n_agents, np.float32)),
+                            np.float64)
+        self.skills_ = _pd().Series(skills, index=workers, name="skill")
+        if self._known is not None:
+            self.skills_ = self.skills_[self._known]
 
 
 class Wawa(MajorityVote):
     """Worker Agreement With Aggregate (crowd-kit ``Wawa``): skill = share of a worker's
-    distinct answers that agree with the majority vote; then a skill-weighted majority vote.
+    distinct answers that agree with the majority vote; then a skill-weighted majority vote
+    (:class:`MajorityVote` with ``skills=skills_``). crowd-kit's Wawa takes no arguments;
+    keyword-only here: ``tie_break``, ``seed``, ``votes``.
 
     ``predict_proba(data)`` / ``predict(data)`` weight ``data``'s votes by the fitted skills.
     """
 
+    def __init__(self, *, tie_break: str = "random", seed: int = 0, votes: str = "round0"):
+        super().__init__(tie_break=tie_break, seed=seed, votes=votes)
+
+    def fit(self, data, *, true_labels=None) -> "Wawa":
+        """Majority vote, agreement skills, skill-weighted vote (``true_labels``: as
+        :meth:`MajorityVote.fit`)."""
+        self._no_labels(true_labels)
+        pairs = self._pairs(data)
+        self._remember(pairs)
+        self._weight, self._known = None, None
+        self._fit_pairs(pairs)
+        return self
+
+    # crowd-kit's Wawa: the majority step's columns in order of first appearance, the weighted
+    # vote's in sorted order (benchmarks/results/crowdkit_reference.json, "tie_breaking")
+    _crowdkit_ties = {"majority": "appearance", "final": "first"}
+
     def _fit_pairs(self, pairs):
-        super()._fit_pairs(pairs)                         # majority labels and agreement skills
-        self._skill = self.skills_.to_numpy().astype(np.float32)
+        super()._fit_pairs(pairs, "majority")             # majority labels and agreement skills
+        self._weight = self.skills_.to_numpy().astype(np.float32)
         proba = self._proba(pairs)
         self._finish(pairs, proba, proba)
-
-    def _proba(self, pairs):
-        ent = self._entries(pairs)
-        return np.asarray(vote_shares(_vote_matrix(ent, self._skill), ent.mask))
 
 
 # ---------------------------------------------------------------- Dawid–Skene estimators
@@ -671,38 +853,135 @@ class GLAD(PerTaskModel):
     labels uniform over the other K_t − 1. EM with crowd-kit's conjugate-gradient M-step, priors,
     start and stopping rule (:func:`bda_jax.crowd.glad_em`).
 
-    Args: ``n_iter``, ``tol``, ``m_step_max_iter``, ``m_step_tol`` (crowd-kit's defaults 100,
-    1e-5, 25, 1e-2); ``alphas_priors_mean`` / ``betas_priors_mean``: means of the unit-variance
-    normal priors on α and log β (crowd-kit: 1); ``votes``, ``dtype``, ``tie_break``, ``seed``
-    as :class:`DawidSkene`.
+    Args (crowd-kit's, in its order): ``n_iter``, ``tol`` (100, 1e-5); ``silent`` (default
+    True; False writes one line per EM iteration to stderr while the compiled loop runs,
+    ``GLAD iteration k/n_iter: Q = ...``, the loss crowd-kit's progress bar shows);
+    ``labels_priors``: the fixed class prior, a Series indexed by label (crowd-kit's; its index
+    is the label set, so a label it adds that no worker used becomes a class, and a label of the
+    data it lacks is a :class:`DataError`) or [K] in ``classes_`` order; positive, normalized
+    here; default uniform. ``alphas_priors_mean`` / ``betas_priors_mean``: means of the
+    unit-variance normal priors on α and on log β: a number, a Series indexed by worker / by task
+    (crowd-kit's; it must cover every worker / task of the data, other entries are not read) or
+    [W] / [T] in ``workers_`` / ``tasks_`` order; default (None) 1 each, as crowd-kit's.
+    ``m_step_max_iter``, ``m_step_tol`` (25, 1e-2). Keyword-only (ours): ``votes``, ``dtype``,
+    ``tie_break``, ``seed`` as :class:`DawidSkene`.
 
     Fitted: ``labels_``, ``probas_``, ``alphas_`` (Series by worker), ``betas_`` (log β, Series
-    by task: crowd-kit's ``betas_``), ``loss_history_``, ``log_likelihood_``, ``n_iter_``,
-    ``converged_``.
+    by task: crowd-kit's ``betas_``), ``priors_`` (the class prior, Series by label),
+    ``prior_labels_``, ``alphas_priors_mean_`` / ``betas_priors_mean_`` (Series by worker / by
+    task), ``loss_history_``, ``log_likelihood_``, ``n_iter_``, ``converged_``.
     """
 
-    def __init__(self, n_iter: int = 100, tol: float = 1e-5, m_step_max_iter: int = 25,
-                 m_step_tol: float = 1e-2, alphas_priors_mean: float = 1.0,
-                 betas_priors_mean: float = 1.0, *, votes: str = "round0", dtype=None,
-                 tie_break: str = "random", seed: int = 0):
-        self.n_iter, self.tol = n_iter, tol
-        self.m_step_max_iter, self.m_step_tol = m_step_max_iter, m_step_tol
+    _crowdkit_ties = {"final": "first"}       # crowd-kit's GLAD: groupby-sorted columns
+
+    def __init__(self, n_iter: int = 100, tol: float = 1e-5, silent: bool = True,
+                 labels_priors=None, alphas_priors_mean=None, betas_priors_mean=None,
+                 m_step_max_iter: int = 25, m_step_tol: float = 1e-2, *,
+                 votes: str = "round0", dtype=None, tie_break: str = "random", seed: int = 0):
+        if not isinstance(silent, (bool, np.bool_)):
+            raise DataError(f"silent must be True or False, got {silent!r}", field="silent")
+        self.n_iter, self.tol, self.silent = n_iter, tol, bool(silent)
+        self.labels_priors = labels_priors
         self.alphas_priors_mean, self.betas_priors_mean = alphas_priors_mean, betas_priors_mean
+        self.m_step_max_iter, self.m_step_tol = m_step_max_iter, m_step_tol
         self.votes, self.dtype, self.tie_break, self.seed = votes, dtype, tie_break, seed
         self._check_votes()
 
+    def _pairs(self, data, fitted=False):
+        """A frame fitted with a ``labels_priors`` Series takes its index as the label set."""
+        pd = _pd()
+        prior = self.labels_priors
+        if fitted or not _is_frame(data) or not isinstance(prior, pd.Series):
+            return super()._pairs(data, fitted)
+        self._check_appearance(data)
+        index = pd.Index(prior.index)
+        if index.has_duplicates:
+            raise DataError(f"labels_priors names label {index[index.duplicated()][0]!r} twice",
+                            field="labels_priors")
+        if "label" in data.columns:
+            unknown = ~data["label"].isin(index).to_numpy()
+            if unknown.any():
+                bad = data["label"].to_numpy()[np.flatnonzero(unknown)[0]]
+                raise DataError(f"the data's label {bad!r} is not in labels_priors' index "
+                                f"{list(index)}", field="labels_priors")
+        try:
+            labels = list(index.sort_values())
+        except TypeError as err:
+            raise DataError(f"labels_priors' labels cannot be ordered ({err}); use one type",
+                            field="labels_priors") from None
+        return pairs_from_frame(data, labels=labels)
+
+    def _class_prior(self):
+        """[K] class prior in ``classes_`` order (None: uniform)."""
+        prior, K = self.labels_priors, len(self.classes_)
+        if prior is None:
+            return np.full(K, 1.0 / K)
+        pd = _pd()
+        if isinstance(prior, pd.Series):
+            extra = pd.Index(prior.index).difference(pd.Index(self.classes_))
+            if len(extra):
+                raise DataError(f"labels_priors names label {extra[0]!r}, which is not among the "
+                                f"data's candidates {self.classes_}", field="labels_priors")
+            prior = prior.reindex(pd.Index(self.classes_))
+        try:
+            v = np.asarray(prior, np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise DataError("labels_priors must hold numbers", field="labels_priors") from None
+        if v.shape != (K,) or not (np.isfinite(v) & (v > 0)).all():
+            raise DataError(f"labels_priors must give every one of the {K} labels a finite prior "
+                            f"> 0 (a Series by label, or [{K}] in classes_ order)",
+                            field="labels_priors")
+        return v / v.sum()
+
+    def _prior_mean(self, value, names, field, what):
+        """[n] prior means from a number, a Series indexed by ``what``, or [n] values."""
+        pd = _pd()
+        n = len(names)
+        if value is None:
+            v = np.ones(n)
+        elif isinstance(value, pd.Series):
+            if value.index.has_duplicates:
+                raise DataError(f"{field} names {what} {value.index[value.index.duplicated()][0]!r}"
+                                " twice", field=field)
+            v = value.reindex(pd.Index(list(names)))
+            missing = v.isna().to_numpy()
+            if missing.any():
+                raise DataError(f"{field} has no value for {what} {names[int(np.flatnonzero(missing)[0])]!r}"
+                                f" ({int(missing.sum())} of {n} missing)", field=field)
+            v = v.to_numpy(np.float64)
+        else:
+            try:
+                v = np.broadcast_to(np.asarray(value, np.float64), (n,)).copy()
+            except (TypeError, ValueError):
+                raise DataError(f"{field} must be a number, a Series indexed by {what} or [{n}] "
+                                f"values, got shape {np.shape(value)}", field=field) from None
+        if not np.isfinite(v).all():
+            raise DataError(f"{field} must be finite", field=field)
+        return v
+
     def fit(self, data, true_labels=None) -> "GLAD":
         pairs, gold, votes = self._votes(data, true_labels, self.dtype)
+        prior = self._class_prior()
+        alpha_mean = self._prior_mean(self.alphas_priors_mean, self.workers_,
+                                      "alphas_priors_mean", "worker")
+        beta_mean = self._prior_mean(self.betas_priors_mean, list(self.tasks_),
+                                     "betas_priors_mean", "task")
         res = glad_em(votes, gold=gold, n_iter=self.n_iter, tol=self.tol,
                       m_step_max_iter=self.m_step_max_iter, m_step_tol=self.m_step_tol,
-                      alpha_prior_mean=self.alphas_priors_mean,
-                      log_beta_prior_mean=self.betas_priors_mean)
+                      alpha_prior_mean=alpha_mean, log_beta_prior_mean=beta_mean,
+                      class_prior=prior, progress=not self.silent)
         pd = _pd()
+        workers = pd.Index(self.workers_, name="worker")
+        labels = pd.Index(self.classes_, name="label")
         self.loss_history_ = np.asarray(res.loss_history, np.float64)[:int(res.n_iter)].tolist()
-        self.alphas_ = pd.Series(np.asarray(res.params.alpha, np.float64),
-                                 index=pd.Index(self.workers_, name="worker"), name="alpha")
+        self.alphas_ = pd.Series(np.asarray(res.params.alpha, np.float64), index=workers,
+                                 name="alpha")
         self.betas_ = pd.Series(np.asarray(res.params.log_beta, np.float64), index=self.tasks_,
                                 name="beta")
+        self.priors_ = pd.Series(prior, index=labels, name="prior")
+        self.prior_labels_ = labels
+        self.alphas_priors_mean_ = pd.Series(alpha_mean, index=workers, name="alpha")
+        self.betas_priors_mean_ = pd.Series(beta_mean, index=self.tasks_, name="beta")
         return self._store(pairs, res)
 
 
@@ -714,17 +993,45 @@ class MACE(PerTaskModel):
     starts come from ``jax.random.key(seed)``; crowd-kit draws them from NumPy (and reuses one
     seed for every restart), so agreement with it is at the level of the fixed point.
 
+    Args (crowd-kit's, in its order): ``n_restarts``, ``n_iter``, ``method`` (10, 50, "vb");
+    ``smoothing``: the pseudo-count of the ``"em"`` M-step, default (None) ``0.01 / K`` — what
+    crowd-kit uses whatever its ``smoothing`` says (crowd-kit never reads that argument); giving
+    one with ``method="vb"``, which has no use for it, is a :class:`DataError`;
+    ``default_noise``, ``alpha``, ``beta`` (0.5 each); ``random_state``: crowd-kit's name for
+    ``seed`` (either; both and different: :class:`DataError`; neither: 0); ``verbose``: 0
+    (default) quiet, 1 one stderr line per restart with its final log-likelihood, 2 also one per
+    iteration of each restart — written when the compiled loop returns, since all restarts run
+    together in it (crowd-kit shows live progress bars). Keyword-only (ours): ``votes``,
+    ``tie_break``, ``seed``.
+
     Fitted: ``labels_``, ``probas_``, ``spamming_`` [W, 2] (spam, knows), ``thetas_`` [W, K]
     (the spamming strategies) — with ``"vb"`` these are crowd-kit's geometric-mean weights
-    exp E[log p], so rows sum to a little under 1 — ``log_likelihood_``, ``n_iter_``, ``converged_``.
+    exp E[log p], so rows sum to a little under 1 — ``theta_priors_`` [W, 2] (alpha, beta) and
+    ``strategy_priors_`` [W, K] (10) with ``"vb"`` (None with ``"em"``), ``smoothing_``,
+    ``log_likelihood_``, ``n_iter_``, ``converged_``.
     """
 
     def __init__(self, n_restarts: int = 10, n_iter: int = 50, method: str = "vb",
-                 alpha: float = 0.5, beta: float = 0.5, default_noise: float = 0.5, *,
-                 votes: str = "round0", tie_break: str = "random", seed: int = 0):
+                 smoothing: float | None = None, default_noise: float = 0.5,
+                 alpha: float = 0.5, beta: float = 0.5, random_state: int | None = None,
+                 verbose: int = 0, *, votes: str = "round0", tie_break: str = "random",
+                 seed: int | None = None):
+        if method not in MACE_METHODS:
+            raise DataError(f"method must be one of {MACE_METHODS}, got {method!r}",
+                            field="method")
+        if smoothing is not None and method == "vb":
+            raise DataError("smoothing is the pseudo-count of method='em'; 'vb' does not read it "
+                            "(crowd-kit never reads its smoothing argument: it uses 0.01 / K, the "
+                            "default here); drop it or use method='em'", field="smoothing")
+        if isinstance(verbose, (bool, np.bool_)) or not isinstance(verbose, (int, np.integer)) \
+                or verbose < 0:
+            raise DataError(f"verbose must be an int >= 0, got {verbose!r}", field="verbose")
         self.n_restarts, self.n_iter, self.method = n_restarts, n_iter, method
-        self.alpha, self.beta, self.default_noise = alpha, beta, default_noise
-        self.votes, self.tie_break, self.seed = votes, tie_break, seed
+        self.smoothing, self.default_noise = smoothing, default_noise
+        self.alpha, self.beta = alpha, beta
+        self.seed = self.random_state = _resolve_seed(seed, random_state)
+        self.verbose = int(verbose)
+        self.votes, self.tie_break = votes, tie_break
         self._check_votes()
 
     def fit(self, data, true_labels=None) -> "MACE":
@@ -732,8 +1039,30 @@ class MACE(PerTaskModel):
         res = mace_em(jax.random.key(self.seed), votes, gold=gold,
                       n_restarts=self.n_restarts, n_iter=self.n_iter,
                       method=self.method, alpha=self.alpha, beta=self.beta,
-                      default_noise=self.default_noise)
+                      smoothing=self.smoothing, default_noise=self.default_noise)
         self.spamming_ = np.stack([np.asarray(res.params.spam, np.float64),
                                    np.asarray(res.params.competence, np.float64)], axis=1)
         self.thetas_ = np.asarray(res.params.strategy, np.float64)
+        W, K = self.thetas_.shape
+        vb = self.method == "vb"
+        self.theta_priors_ = (np.tile(np.array([self.alpha, self.beta], np.float64), (W, 1))
+                              if vb else None)
+        self.strategy_priors_ = np.full((W, K), 10.0) if vb else None
+        self.smoothing_ = 0.01 / K if self.smoothing is None else float(self.smoothing)
+        if self.verbose:
+            self._report(res)
         return self._store(pairs, res)
+
+    def _report(self, res):
+        """``verbose``: the restarts' log-likelihoods on stderr."""
+        import sys
+        final = np.asarray(res.restart_log_likelihood, np.float64)
+        hist = np.asarray(res.log_likelihood_history, np.float64)
+        best, R = int(res.best_restart), final.size
+        for r in range(R):
+            if self.verbose > 1:
+                for i in np.flatnonzero(~np.isnan(hist[r])):
+                    print(f"MACE restart {r + 1}/{R} iteration {i + 1}/{self.n_iter}: "
+                          f"log-likelihood = {hist[r, i]:.6f}", file=sys.stderr)
+            print(f"MACE restart {r + 1}/{R}: log-likelihood = {final[r]:.6f}"
+                  + (" (best)" if r == best else ""), file=sys.stderr)

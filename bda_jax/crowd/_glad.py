@@ -54,6 +54,7 @@ True
 """
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import NamedTuple
 
@@ -284,10 +285,17 @@ def glad_m_step(votes: CrowdVotes, log_posterior, params: GLADParams, alpha_prio
 # ---------------------------------------------------------------- EM loop
 
 
+def _progress_line(it, n_iter, q):
+    """One line per EM iteration (``glad_em(progress=True)``; crowd-kit's ``silent=False``)."""
+    print(f"GLAD iteration {int(it)}/{int(n_iter)}: Q = {float(q):.6f}", file=sys.stderr,
+          flush=True)
+
+
 @partial(jax.jit, static_argnames=("cap",))
-def _glad(votes, gold, params, mu_a, mu_b, tol, m_tol, n_iter, m_iter, cap):
+def _glad(votes, gold, params, mu_a, mu_b, tol, m_tol, n_iter, m_iter, progress, cap):
     """EM loop; the caps ``n_iter``, ``m_iter`` are traced, ``cap`` (>= n_iter) sizes the
-    histories, so every ``n_iter <= 100`` shares one compiled program."""
+    histories, so every ``n_iter <= 100`` shares one compiled program. ``progress`` (a traced
+    bool, so it needs no second program) switches on an ordered host callback per iteration."""
     dt = params.alpha.dtype
     K = votes.mask.shape[1]
     N = jnp.maximum(votes.weight.sum() * K, 1.0)          # crowd-kit's len(data): labels x K
@@ -307,6 +315,8 @@ def _glad(votes, gold, params, mu_a, mu_b, tol, m_tol, n_iter, m_iter, cap):
         q_last = jnp.where(it == 0, _q_value(votes, params, r, mu_a, mu_b), q_last)
         params, k, _ = _m_step(votes, r, params, mu_a, mu_b, m_tol, m_iter)
         q = _q_value(votes, params, r, mu_a, mu_b) / N
+        jax.lax.cond(progress, lambda: jax.debug.callback(_progress_line, it + 1, n_iter, q,
+                                                          ordered=True), lambda: None)
         return (it + 1, q - q_last < tol, params, log_q, ll, q, hist.at[it].set(q), ohist,
                 mhist.at[it].set(k))
 
@@ -328,7 +338,7 @@ def _prior_mean(v, n, name, dt):
 
 def glad_em(votes: CrowdVotes, *, gold=None, n_iter=100, tol=1e-5, m_step_max_iter=25,
             m_step_tol=1e-2, alpha_prior_mean=1.0, log_beta_prior_mean=1.0,
-            class_prior=None) -> GLADResult:
+            class_prior=None, progress=False) -> GLADResult:
     """GLAD by EM over sparse crowd votes, crowd-kit 1.4.2 semantics (module docstring).
 
     Args:
@@ -343,7 +353,11 @@ def glad_em(votes: CrowdVotes, *, gold=None, n_iter=100, tol=1e-5, m_step_max_it
       m_step_max_iter, m_step_tol: crowd-kit's CG cap and gradient max-norm tolerance.
       alpha_prior_mean: scalar or [W]; log_beta_prior_mean: scalar or [T] (crowd-kit's
         ``alphas_priors_mean`` / ``betas_priors_mean``; unit variances).
-      class_prior: [K] positive class prior (crowd-kit's ``labels_priors``), default uniform.
+      class_prior: [K] positive class prior (crowd-kit's ``labels_priors``; normalized here),
+        default uniform. It is fixed: EM does not re-estimate it (crowd-kit neither).
+      progress: write ``GLAD iteration k/n_iter: Q = ...`` (crowd-kit's loss) to stderr after
+        each EM iteration while the loop runs (crowd-kit's ``silent=False`` progress bar shows
+        the same loss); the same compiled program either way.
 
     Returns :class:`GLADResult`. Only the shapes (and ``n_iter`` above 100) are static: other
     caps and tolerances reuse the compiled program.
@@ -362,10 +376,14 @@ def glad_em(votes: CrowdVotes, *, gold=None, n_iter=100, tol=1e-5, m_step_max_it
         raise DataError(f"class_prior must be [{K}] finite and > 0", field="class_prior")
     params = GLADParams(jnp.ones(W, dt), jnp.ones(T, dt),
                         jnp.asarray(np.log(class_prior / class_prior.sum()), dt))
+    if not isinstance(progress, (bool, np.bool_)):
+        raise DataError(f"progress must be True or False, got {progress!r}", field="progress")
     r = _glad(votes, gold, params, _prior_mean(alpha_prior_mean, W, "alpha_prior_mean", dt),
               _prior_mean(log_beta_prior_mean, T, "log_beta_prior_mean", dt),
               jnp.asarray(tol, dt), jnp.asarray(m_step_tol, dt), jnp.int32(n_iter),
-              jnp.int32(m_step_max_iter), max(int(n_iter), 100))
+              jnp.int32(m_step_max_iter), jnp.bool_(progress), max(int(n_iter), 100))
+    if progress:
+        jax.effects_barrier()                         # every line written before returning
     return r._replace(loss_history=r.loss_history[:n_iter],
                       objective_history=r.objective_history[:n_iter],
                       m_step_iters=r.m_step_iters[:n_iter])

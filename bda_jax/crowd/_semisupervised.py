@@ -227,10 +227,14 @@ class SemiSupervisedBDA(PerTaskModel):
     ``seed``); with fewer than ``2 * folds`` gold tasks the first grid values are used.
 
     Fitted attributes: ``probas_`` (DataFrame task x label; gold tasks one-hot), ``labels_``
-    (Series; exact ties broken at random from ``seed``, or ``tie_break="first"``), ``skills_`` (one-coin: posterior mean reliability per
-    worker; confusion: mean diagonal), ``errors_`` (confusion: per-worker posterior mean rows,
-    a DataFrame indexed by (worker, true label)), ``model_``, ``kappa_``, ``tau_``,
-    ``cv_`` (one row per grid point: model, kappa, tau, brier), ``n_iter_``, ``converged_``.
+    (Series; exact ties broken at random from ``seed``, or ``tie_break="first"`` /
+    ``"appearance"`` as in :class:`~bda_jax.crowd.DawidSkene`), ``skills_`` (one-coin: posterior
+    mean reliability per worker; confusion: mean diagonal), ``errors_`` (confusion: the
+    per-worker posterior mean confusion in crowd-kit's layout, a DataFrame indexed by (worker,
+    observed label), one column per true label: ``errors_.loc[(w, observed), true] =
+    P(observed | true)``; one-coin: None), ``priors_`` (the class prior π, Series by label),
+    ``model_``, ``kappa_``, ``tau_``, ``cv_`` (one row per grid point: model, kappa, tau,
+    brier), ``n_iter_``, ``converged_``.
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"task": ["a", "a", "a", "b", "b", "b"],
@@ -318,13 +322,15 @@ class SemiSupervisedBDA(PerTaskModel):
             skill = alpha[:, 0, 0] / (alpha[:, 0, 0] + alpha[:, 0, 1])
             self.errors_ = None
         else:
-            rows = alpha / np.maximum(alpha.sum(-1, keepdims=True), _TINY)
+            rows = alpha / np.maximum(alpha.sum(-1, keepdims=True), _TINY)   # [I, true, obs]
             skill = np.einsum("ikk->ik", rows).mean(1)
-            index = pd.MultiIndex.from_product([self.workers_, self.classes_],
-                                               names=["worker", "label"])
-            self.errors_ = pd.DataFrame(rows.reshape(-1, rows.shape[-1]), index=index,
-                                        columns=self.classes_)
+            labels = pd.Index(self.classes_, name="label")
+            index = pd.MultiIndex.from_product([workers, labels], names=["worker", "label"])
+            self.errors_ = pd.DataFrame(np.swapaxes(rows, 1, 2).reshape(-1, rows.shape[-1]),
+                                        index=index, columns=labels)
         self.skills_ = pd.Series(skill, index=workers, name="skill")
+        self.priors_ = pd.Series(np.asarray(res.class_prior, np.float64),
+                                 index=pd.Index(self.classes_, name="label"), name="prior")
         self.n_iter_ = int(res.n_iter)
         self.converged_ = bool(res.converged)
         proba = np.asarray(res.proba, np.float64)

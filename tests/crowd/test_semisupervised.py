@@ -173,9 +173,10 @@ def test_confusion_model_and_auto_selection():
     assert model.model_ in ("one-coin", "confusion")
     conf = SemiSupervisedBDA(model="confusion", kappa_grid=[4.0], tau_grid=[1.0]).fit(
         df, true_labels=gold.iloc[::5])
-    rows = conf.errors_
-    assert rows.shape == (10 * 3, 3)
-    np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-6)
+    rows = conf.errors_              # crowd-kit's layout: (worker, observed) x true label
+    assert rows.shape == (10 * 3, 3) and rows.index.names == ["worker", "label"]
+    np.testing.assert_allclose(rows.groupby(level="worker").sum(), 1.0, atol=1e-6)
+    np.testing.assert_allclose(conf.priors_.sum(), 1.0, atol=1e-6)
     assert conf.skills_.shape == (10,)
 
 
