@@ -3,6 +3,7 @@
 Estimators (``fit`` -> self, ``predict_proba`` [T, K] over each task's candidates, 0 on padding;
 ``predict`` [T] with seeded random ties; fitted attributes end in ``_``): ``Majority``, ``BDA``
 and its arms ``BDAShared``, ``BDAPerAgent``, ``BDATempered``, ``BDAConfusion`` ([BDA] §3-§5),
+``BDAAuto`` (the arm chosen among them by inner-CV Brier; ``AUTO_VARIANTS``, ``auto_scores``),
 the baselines ``LogisticStacking``, ``GatedVote``, ``BestMember``, ``VerbalizedVote``,
 ``CouncilDawidSkene`` (the ``ds-em`` arm) and the recalibration wrappers
 ``IsotonicRecalibrated`` and ``TemperatureScaled`` ([BDA] Appendix B.1, E.1); ``Aggregator`` is
@@ -24,7 +25,8 @@ from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticSt
                          SeatAccuracy, TemperatureScaled, VerbalizedVote,
                          fit_posterior_temperature, isotonic_regression, pav, round0_accuracy,
                          stacking_features)
-from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
+from ._bda import (AUTO_VARIANTS, BDA, BDAAuto, BDAConfusion, BDAPerAgent, BDAShared,
+                   BDATempered, Majority, auto_scores)
 from ._dawid_skene import CouncilDawidSkene
 from ._model_files import fit_model_file, predict_tasks
 from ._evaluation import (ARMS, Evaluation, SeatFollowing, decision_flips, evaluate,
@@ -32,7 +34,8 @@ from ._evaluation import (ARMS, Evaluation, SeatFollowing, decision_flips, evalu
                           make_arm, reliability_ablation)
 
 __all__ = [
-    "Aggregator", "BDA", "BDAConfusion", "BDAPerAgent", "BDAShared", "BDATempered", "BestMember",
+    "AUTO_VARIANTS", "Aggregator", "BDA", "BDAAuto", "BDAConfusion", "BDAPerAgent", "BDAShared",
+    "BDATempered", "BestMember",
     "CouncilDawidSkene", "GatedVote", "IsotonicRecalibrated", "LogisticStacking", "Majority",
     "TemperatureScaled", "VerbalizedVote",
     "ARMS", "Evaluation", "SeatFollowing", "decision_flips", "evaluate", "fitted_hyperparameters",
@@ -40,6 +43,6 @@ __all__ = [
     "MODEL_INLINE_LIMIT", "MODEL_KIND", "MODEL_SCHEMA_VERSION", "ModelArtifact", "check_agents",
     "fingerprint_counts", "fit_model_file", "load_model", "model_state", "predict_tasks",
     "save_model",
-    "SeatAccuracy", "fit_posterior_temperature", "isotonic_regression", "pav", "round0_accuracy",
-    "stacking_features",
+    "SeatAccuracy", "auto_scores", "fit_posterior_temperature", "isotonic_regression", "pav",
+    "round0_accuracy", "stacking_features",
 ]

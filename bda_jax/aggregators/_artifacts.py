@@ -104,12 +104,12 @@ _COUNTS_FIELDS = ("N", "e", "c", "mask", "K", "gold", "gold_missing", "cluster",
 
 def registered_classes() -> dict[str, type]:
     """Class name -> class of every aggregator a model file may hold."""
-    from ._bda import BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
+    from ._bda import BDA, BDAAuto, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority
     from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
                             TemperatureScaled, VerbalizedVote)
     from ._dawid_skene import CouncilDawidSkene
-    classes = (BDA, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority, BestMember,
-               GatedVote, IsotonicRecalibrated, LogisticStacking, TemperatureScaled,
+    classes = (BDA, BDAAuto, BDAConfusion, BDAPerAgent, BDAShared, BDATempered, Majority,
+               BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking, TemperatureScaled,
                VerbalizedVote, CouncilDawidSkene)
     return {c.__name__: c for c in classes}
 
@@ -1061,6 +1061,40 @@ def _check_bda(st: _State, obj) -> None:
         st.array("beta_", "f", ("I",), lo=0.0, lo_open=True)
 
 
+def _check_bda_auto(st: _State, obj) -> None:
+    """A :class:`BDAAuto` (its constructor has checked ``variants``, ``criterion``, ``basis``,
+    ``n_folds``): the winner is one of the variants, ``best_`` a fitted :class:`BDA` of that arm
+    with the same folds, seed, basis and agents (its own state checked as any BDA's), one score
+    per variant with the winner's the lowest, and the margin to the runner-up."""
+    from ._bda import BDA
+    if not st.fitted("variant_", "best_", "variant_brier_", "margin_"):
+        return
+    st.choice("variant_", obj.variants)
+    best = obj.best_
+    if type(best) is not BDA or getattr(best, "arm", None) != obj.variant_ or \
+            not hasattr(best, "params_"):
+        raise st.fail("best_", f"must be a fitted BDA of arm {obj.variant_!r} (variant_)")
+    for name in ("n_folds", "seed", "basis"):
+        if getattr(best, name) != getattr(obj, name):
+            raise st.fail("best_", f"has {name} = {getattr(best, name)!r}, the auto arm "
+                                   f"{getattr(obj, name)!r}")
+    if tuple(best.agents_ or ()) != tuple(obj.agents_ or ()):
+        raise st.fail("agents_", f"differ from best_.agents_ {list(best.agents_ or ())}")
+    scores = st.array("variant_brier_", "f", (len(obj.variants),), lo=0.0, hi=2.0)
+    won = obj.variants.index(obj.variant_)
+    if int(np.argmin(scores)) != won:
+        raise st.fail("variant_", f"{obj.variant_!r} is not the first variant with the lowest "
+                                  "variant_brier_")
+    if len(obj.variants) == 1:
+        if not isinstance(obj.margin_, float) or not math.isnan(obj.margin_):
+            raise st.fail("margin_", "must be NaN with a single variant")
+        return
+    margin = st.real("margin_", 0.0, 2.0)
+    expected = float(np.delete(scores.astype(np.float64), won).min() - float(scores[won]))
+    if abs(margin - expected) > 1e-9:
+        raise st.fail("margin_", f"is {margin!r}; the scores say {expected!r}")
+
+
 def _check_majority(st: _State, obj) -> None:
     st.choice("rounds", ("round0", "all"))
 
@@ -1179,14 +1213,15 @@ def _check_dawid_skene(st: _State, obj) -> None:
 def _check_state(obj, dec: _Decoder, where: str) -> None:
     """Check a rebuilt estimator's settings and fitted attributes (types, shapes, ranges,
     agreement between arrays); the constructor has already validated what it checks."""
-    from ._bda import BDA, Majority
+    from ._bda import BDA, BDAAuto, Majority
     from ._baselines import (BestMember, GatedVote, IsotonicRecalibrated, LogisticStacking,
                             TemperatureScaled, VerbalizedVote)
     from ._dawid_skene import CouncilDawidSkene
     st = _State(obj, dec, where)
     st.seed()
     st.strings("agents_", dim="I")
-    for cls, check in ((BDA, _check_bda), (Majority, _check_majority),
+    for cls, check in ((BDA, _check_bda), (BDAAuto, _check_bda_auto),
+                       (Majority, _check_majority),
                        (LogisticStacking, _check_stacking), (GatedVote, _check_gated),
                        (BestMember, _check_best), (VerbalizedVote, _check_verbalized),
                        (IsotonicRecalibrated, _check_recalibrated),

@@ -21,7 +21,8 @@ from ._base import Aggregator
 from .._core.selection import (GRID_COLUMNS, GRIDS, nested_grid_search, pad_tasks, small_counts_for,
                                task_bucket, training_folds, training_weights)
 
-__all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion"]
+__all__ = ["Majority", "BDA", "BDAShared", "BDAPerAgent", "BDATempered", "BDAConfusion", "BDAAuto",
+           "AUTO_VARIANTS", "auto_scores"]
 
 
 class Majority(Aggregator):
@@ -60,6 +61,13 @@ class BDA(Aggregator):
     ("all", "propose", "round0") chooses which moves estimate the reliabilities (Table 7) when
     fitting from traces.
 
+    Selection ([BDA] Appendix D.1): ``n_folds`` inner folds of the training tasks alone
+    (:func:`~bda_jax._core.selection.training_folds` from ``seed``), every grid row fitted on
+    each inner training part and scored by the multiclass Brier on its validation fold, the row
+    with the lowest pooled mean (first of ties) refit on all training tasks. The evaluation
+    harness fits its BDA arms with this class, so ``evaluate(..., seed=s)`` predicts each outer
+    fold exactly as ``BDA(arm, seed=s).fit(data, w)`` on that fold's weights.
+
     ``class_prior`` is the candidate prior pi0 of Eqs. 1 and 4: ``True`` fits it on the training
     gold (:func:`~bda_jax.class_log_prior`, inside every inner and outer training part, so no
     held-out label reaches it), ``False`` keeps it uniform. ``None`` (the default) takes the arm's
@@ -95,6 +103,13 @@ class BDA(Aggregator):
     def fit(self, data, weights=None) -> "BDA":
         """Select hyperparameters by ``n_folds``-fold CV on the labeled tasks of ``data`` (or of
         ``weights`` > 0), then refit on all of them."""
+        self._fit(data, weights)
+        return self
+
+    def _fit(self, data, weights) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`fit`; returns the inner-fold table it selected on: the multiclass Brier sums
+        [F_in, G] of every grid row on every inner validation fold, and the folds' training
+        weights [F_in] (:class:`BDAAuto` compares arms on it)."""
         counts = self._counts(data)
         self.agents_ = counts.agents
         fit_counts = counts
@@ -116,12 +131,17 @@ class BDA(Aggregator):
         inner_val = ((fp[None, :] == np.arange(n)[:, None]) * wp).astype(np.float32)
         grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
         padded, fit_padded = pad_tasks(counts, size), pad_tasks(fit_counts, size)
-        _, _, scores = nested_grid_search(self.arm, grid.astype(np.float32), wp[None],
-                                          inner_train[None], inner_val[None], padded, fit_padded,
+        # one search "fold" per inner fold, so the Brier of every row on every inner
+        # validation fold comes back ([F_in, G] means), not only their pooled mean
+        _, _, scores = nested_grid_search(self.arm, grid.astype(np.float32),
+                                          np.broadcast_to(wp, (n, size)), inner_train[:, None],
+                                          inner_val[:, None], padded, fit_padded,
                                           self.class_prior, table_size_for(counts), refit=False,
                                           small_counts=small_counts_for(counts,
                                                                         table_size_for(counts)))
-        self.cv_brier_ = np.asarray(scores)[0]                 # on the host: no device op
+        fold_n = inner_val.astype(np.float64).sum(-1)                          # [F_in]
+        fold_sums = np.asarray(scores, np.float64) * fold_n[:, None]           # [F_in, G]
+        self.cv_brier_ = fold_sums.sum(0) / max(fold_n.sum(), 1.0)  # on the host: no device op
         theta = grid[int(np.argmin(self.cv_brier_))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))
         fitted = _refit(self.arm, self.class_prior, fit_padded, wp, theta.astype(np.float32))
@@ -132,7 +152,7 @@ class BDA(Aggregator):
         else:
             self.reliability_ = np.asarray(fitted["reliability"])
             self.alpha_, self.beta_ = np.asarray(fitted["alpha"]), np.asarray(fitted["beta"])
-        return self
+        return fold_sums, fold_n
 
     def _log_proba(self, counts):
         if not hasattr(self, "params_"):
@@ -175,3 +195,103 @@ BDATempered = _arm_class("BDATempered", "bda-tempered", "Per-agent one-coin BDA 
 BDAConfusion = _arm_class("BDAConfusion", "bda-confusion",
                           "Tempered confusion-matrix BDA (Eq. 4); pi0 fitted on the training gold "
                           "unless ``class_prior=False`` (Appendix D.6).")
+
+
+#: The BDA arms :class:`BDAAuto` chooses among, simplest first (exact ties go to the first).
+AUTO_VARIANTS = ("bda-shared", "bda-per-agent", "bda-tempered", "bda-confusion")
+_AUTO_CRITERIA = ("selected", "best-row")
+
+
+def auto_scores(fold_sums, fold_n, criterion: str = "selected") -> float:
+    """The inner-CV multiclass Brier of one BDA arm as :class:`BDAAuto` compares it.
+
+    ``fold_sums`` [F_in, G]: the Brier sum of every grid row on every inner validation fold,
+    ``fold_n`` [F_in] the folds' weights (what :meth:`BDA.fit` selects on).
+
+    * ``"selected"``: the out-of-fold Brier of the arm *with its own grid search*: inner fold j
+      is scored at the row with the lowest Brier on the other inner folds (first of ties), so
+      fold j's validation labels never choose the row they score, and a larger grid earns no
+      credit for fitting the validation noise (without this the tempered grid, which contains
+      the per-agent grid, which contains the shared one, could never lose to either).
+    * ``"best-row"``: the lowest pooled mean over the rows, the score the arm's own selection
+      reached (optimistic, more so for larger grids).
+    """
+    s = np.asarray(fold_sums, np.float64)
+    n = np.asarray(fold_n, np.float64)
+    total = max(float(n.sum()), 1.0)
+    if criterion == "best-row":
+        return float(s.sum(0).min() / total)
+    if criterion != "selected":
+        raise DataError(f"criterion must be one of {list(_AUTO_CRITERIA)}, got {criterion!r}",
+                        field="criterion")
+    if s.shape[0] < 2:
+        raise DataError("the 'selected' criterion needs at least 2 inner folds",
+                        field="criterion")
+    rows = np.argmin(s.sum(0)[None, :] - s, axis=1)                 # [F_in], other folds' best
+    return float(s[np.arange(s.shape[0]), rows].sum() / total)
+
+
+class BDAAuto(Aggregator):
+    """The BDA arm that chooses itself: among ``variants`` (default :data:`AUTO_VARIANTS`:
+    shared, per-agent, tempered one-coin and the confusion arm, Eqs. 3 and 4), the one with the
+    lowest inner-CV multiclass Brier on the training tasks, then that arm fitted on them.
+
+    Every variant is fitted as :class:`BDA` (``BDA(variant, n_folds=n_folds, seed=seed,
+    basis=basis)``, its own default candidate prior) on the *same* inner folds of the training
+    tasks (:func:`~bda_jax._core.selection.training_folds`, from ``seed``: no other label moves
+    a fold), and compared by :func:`auto_scores` with ``criterion`` (default ``"selected"``:
+    each inner fold scored at the grid row its variant selects on the other inner folds; a
+    defensible reading of "the inner folds' Brier" that does not favour the larger grids; the
+    plain ``"best-row"`` minimum is the alternative). Lowest score wins; exact ties go to the
+    earlier variant. Why it matters: the one-coin model assumes uniform errors, so a coalition
+    that pushes one decoy per task is what the confusion rows capture ([BDA] §6, "confusion
+    under attack"); on clean councils the one-coin arms are as good with fewer parameters.
+
+    Fitted: ``variant_`` (the winner), ``best_`` (the fitted :class:`BDA` of the winner:
+    exactly ``BDA(variant_, ...).fit(data, weights)``), ``variant_brier_`` [V] (the score of
+    every variant, in ``variants`` order), ``margin_`` (the runner-up's score minus the
+    winner's, >= 0; NaN with one variant), ``agents_``. ``predict_proba`` / ``predict`` are the
+    winner's.
+    """
+
+    def __init__(self, variants=AUTO_VARIANTS, *, criterion: str = "selected",
+                 n_folds: int = 5, seed: int = 0, basis: str = "all"):
+        if isinstance(variants, str) or not isinstance(variants, (list, tuple)) or \
+                not variants or len(set(variants)) != len(variants) or \
+                any(v not in GRIDS for v in variants):
+            raise DataError(f"variants must be a non-empty list of distinct BDA arms from "
+                            f"{sorted(GRIDS)}, got {variants!r}", field="variants")
+        if criterion not in _AUTO_CRITERIA:
+            raise DataError(f"criterion must be one of {list(_AUTO_CRITERIA)}, got "
+                            f"{criterion!r}", field="criterion")
+        if basis not in ("all", "propose", "round0"):
+            raise DataError(f"basis must be 'all', 'propose' or 'round0', got {basis!r}",
+                            field="basis")
+        if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or \
+                n_folds < 2:
+            raise DataError(f"n_folds must be an integer >= 2, got {n_folds!r}", field="n_folds")
+        self.variants, self.criterion = tuple(variants), criterion
+        self.n_folds, self.seed, self.basis = int(n_folds), seed, basis
+
+    def fit(self, data, weights=None) -> "BDAAuto":
+        """Fit every variant on the labeled tasks of ``data`` (or of ``weights`` > 0) with the
+        same inner folds, keep the one with the lowest :func:`auto_scores`."""
+        fits, scores = [], []
+        for variant in self.variants:
+            model = BDA(variant, n_folds=self.n_folds, seed=self.seed, basis=self.basis)
+            sums, n = model._fit(data, weights)
+            fits.append(model)
+            scores.append(auto_scores(sums, n, self.criterion))
+        scores = np.asarray(scores, np.float64)
+        best = int(np.argmin(scores))                       # first of exact ties
+        self.variant_, self.best_ = self.variants[best], fits[best]
+        self.variant_brier_ = scores
+        rest = np.delete(scores, best)
+        self.margin_ = float(rest.min() - scores[best]) if rest.size else float("nan")
+        self.agents_ = self.best_.agents_
+        return self
+
+    def _log_proba(self, counts):
+        if not hasattr(self, "best_"):
+            raise DataError("fit the aggregator first", field="fit")
+        return self.best_._log_proba(counts)

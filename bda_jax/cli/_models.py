@@ -36,12 +36,45 @@ def _model_arrays_path(model: Path) -> Path:
     return Path((root if ext.lower() == ".json" else os.fspath(model)) + ".npz")
 
 
+def _resolve_arm(arm: str) -> str:
+    """``--arm`` with ``auto`` (alone or under an ``iso:`` / ``temp:`` wrapper) read as the
+    ``bda-auto`` arm."""
+    head, _, base = arm.rpartition(":")
+    if base != "auto":
+        return arm
+    return f"{head}:bda-auto" if head else "bda-auto"
+
+
+def _auto_lines(params: dict) -> list[str]:
+    """What ``bda fit`` prints about a ``bda-auto`` fit: the winner, its inner-CV Brier and its
+    margin over the runner-up, then the winner's hyperparameters."""
+    variant = params["variant"]
+    brier = params[f"brier.{variant}"]
+    margin = params["margin"]
+    line = f"chose {variant}: inner-CV Brier {brier:.4f}"
+    if margin is not None:
+        others = {k[len("brier."):]: v for k, v in params.items()
+                  if k.startswith("brier.") and k != f"brier.{variant}"}
+        runner = min(others, key=others.get)
+        line += f", {margin:.4f} below {runner}"
+    rest = {k: v for k, v in params.items()
+            if k not in ("variant", "margin") and not k.startswith("brier.")}
+    return [line] + ([_selected_line(rest)] if rest else [])
+
+
+def _selected_line(params: dict) -> str:
+    return "selected: " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                    for k, v in params.items())
+
+
 @app.command()
 @handled
 def fit(
     traces: Path = typer.Argument(..., help="Labeled JSON Lines trace file."),
-    arm: str = typer.Option("bda-per-agent", "--arm",
-                            help="Arm name (see `bda evaluate --help`; iso:/temp: wrappers too)."),
+    arm: str = typer.Option("auto", "--arm",
+                            help="Arm name: auto (the default: the BDA arm with the lowest "
+                                 "inner-CV Brier, bda-auto) or any arm of `bda evaluate "
+                                 "--help`; iso:/temp: wrappers too."),
     out: Path = typer.Option(..., "--out", help="Model file to write (JSON; large arrays go "
                                                 "to an .npz beside it)."),
     seed: int = seed_option("Seed of the inner CV folds and of the tie-break."),
@@ -53,6 +86,7 @@ def fit(
     check_out_path(out, "--out", {"TRACES": traces}, writes=[_model_arrays_path(out)])
     from ..aggregators import fit_model_file
 
+    arm = _resolve_arm(arm)
     tr = read_trace_file(traces, lenient)
     with progress_bar(progress and not json_out, f"fitting {arm} on {len(tr)} tasks"):
         summary = fit_model_file(tr, arm, out, seed=seed, source=str(traces))
@@ -61,9 +95,10 @@ def fit(
         return
     typer.echo(f"fitted {arm} ({summary['estimator']}) on {summary['n_tasks']} tasks "
                f"({summary['n_labeled']} labeled), agents {', '.join(summary['agents'])}")
-    if summary["params"]:
-        typer.echo("selected: " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                            for k, v in summary["params"].items()))
+    params = summary["params"] or {}
+    for line in (_auto_lines(params) if "variant" in params else
+                 [_selected_line(params)] if params else []):
+        typer.echo(line)
     typer.echo(f"model written to {out}")
 
 
@@ -124,7 +159,8 @@ def evaluate(
     traces: Path = typer.Argument(..., help="Labeled JSON Lines trace file."),
     arms: str = typer.Option(DEFAULT_ARMS, "--arms",
                              help="Comma-separated arms: majority, bda-shared, bda-per-agent, "
-                                  "bda-confusion, bda-confusion-uniform, bda-tempered, stacking, "
+                                  "bda-confusion, bda-confusion-uniform, bda-tempered, bda-auto, "
+                                  "stacking, "
                                   "gated-vote, ds-em, "
                                   "verbalized, best-member; iso:<arm> / temp:<arm> wrappers; "
                                   "with --config also the LLM methods moa, moa-lite, self-moa, "
@@ -149,6 +185,12 @@ def evaluate(
     reference: str = typer.Option("majority", "--reference",
                                   help="Arm the paired bootstraps compare against."),
     n_resamples: int = typer.Option(2000, "--n-resamples", help="Bootstrap resamples."),
+    set_alpha: Optional[float] = typer.Option(
+        None, "--set", metavar="ALPHA",
+        help="Also answer sets with coverage 1 - ALPHA per arm (split conformal, calibrated "
+             "on each outer fold's training labels): coverage and mean set size columns."),
+    set_method: str = typer.Option("lac", "--set-method",
+                                   help="Answer-set score with --set: lac or aps."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Resumable cell cache (JSON "
                                                                "Lines): finished arms are kept."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the results JSON here "
@@ -176,6 +218,13 @@ def evaluate(
         raise data_error(f"need at least 2 folds, got {folds}", "--folds")
     if n_resamples < 1:
         raise data_error("n_resamples must be >= 1", "--n-resamples")
+    sets = {}
+    if set_alpha is not None:
+        if not 0.0 < set_alpha < 1.0:
+            raise data_error(f"ALPHA must be in (0, 1), got {set_alpha:g}", "--set")
+        if set_method not in ("lac", "aps"):
+            raise data_error(f"must be lac or aps, got {set_method!r}", "--set-method")
+        sets = {"set_alpha": set_alpha, "set_method": set_method}
     tr = read_trace_file(traces, lenient)
     methods = []
     if method_names or method_runs:
@@ -191,7 +240,7 @@ def evaluate(
         result = evaluation_results(tr, arm_list, folds=folds, label_budget=label_budget,
                                     reference=reference, n_resamples=n_resamples, seed=seed,
                                     cache=cache, progress=bar.report, source=str(traces),
-                                    methods=methods)
+                                    methods=methods, **sets)
     if out is not None:
         write_text(out, dumps(result, indent=1) + "\n")
     if json_out:
@@ -203,11 +252,14 @@ def evaluate(
         ci = "" if b is None else (f"{b['accuracy']['delta']:+.3f} "
                                    f"[{b['accuracy']['ci_low']:+.3f}, "
                                    f"{b['accuracy']['ci_high']:+.3f}]")
+        cover = [fmt3(r.get("coverage")), fmt3(r.get("mean_set_size"))] if sets else []
         rows.append([r["arm"], fmt3(r["accuracy"]), fmt3(r["ece_ew"]), fmt3(r["brier"]),
-                     fmt3(r["brier_mc"]), r["n"], ci])
+                     fmt3(r["brier_mc"]), *cover, r["n"], ci])
     stdout_console().print(rich_table(
-        f"{traces.name}: {result['n_tasks']} tasks, {result['n_folds']} outer folds, seed {seed}",
-        ["arm", "accuracy", "ECE_ew", "Brier", "Brier_mc", "n",
+        f"{traces.name}: {result['n_tasks']} tasks, {result['n_folds']} outer folds, seed {seed}"
+        + (f", answer sets at 1 - {set_alpha:g} ({set_method})" if sets else ""),
+        ["arm", "accuracy", "ECE_ew", "Brier", "Brier_mc",
+         *(["coverage", "set size"] if sets else []), "n",
          f"Δacc vs {reference} [95% CI]"], rows))
     if out is not None:
         typer.echo(f"results written to {out}")

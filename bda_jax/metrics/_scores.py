@@ -129,8 +129,9 @@ def bin_sums(conf, corr, w, n_bins, binning):
 class Scored(NamedTuple):
     """Top-label view of a probability table. All [T].
 
-    ``pred`` int32 predicted slot; ``confidence`` its probability; ``correct`` 1.0 / 0.0 (0 for
-    gold_missing and unlabeled tasks); ``labeled`` bool (gold given, as a candidate or not).
+    ``pred`` int32 predicted slot; ``confidence`` its probability (or the ``confidence`` given to
+    :func:`correctness`); ``correct`` 1.0 / 0.0 (0 for gold_missing and unlabeled tasks);
+    ``labeled`` bool (gold given, as a candidate or not).
     """
 
     pred: jax.Array
@@ -140,7 +141,7 @@ class Scored(NamedTuple):
 
 
 @jax.jit
-def _correctness(proba, gold, gold_missing, mask, key, pred):
+def _correctness(proba, gold, gold_missing, mask, key, pred, confidence=None):
     proba = as_float(proba)
     gold = jnp.asarray(gold, jnp.int32)
     mask = jnp.ones(proba.shape, bool) if mask is None else jnp.asarray(mask, bool)
@@ -154,11 +155,14 @@ def _correctness(proba, gold, gold_missing, mask, key, pred):
     conf = jnp.where(pred >= 0,
                      jnp.take_along_axis(proba, jnp.maximum(pred, 0)[:, None], axis=-1)[:, 0],
                      jnp.max(jnp.where(mask, proba, 0.0), axis=-1))
+    if confidence is not None:
+        conf = jnp.asarray(confidence).astype(proba.dtype)
     correct = ((pred == gold) & (gold >= 0) & ~gm).astype(proba.dtype)
     return Scored(pred, conf, correct, (gold >= 0) | gm)
 
 
-def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> Scored:
+def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None,
+                confidence=None) -> Scored:
     """Top-label prediction, confidence and correctness ([BDA] Appendix B, 'Calibration').
 
     ``proba`` [T, K], ``gold`` [T] int (-1: none), ``gold_missing`` [T] bool, ``mask`` [T, K].
@@ -167,6 +171,9 @@ def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=Non
     :func:`bda_jax.decide`). ``pred`` [T] overrides it (e.g. an aggregator's own decision);
     ``pred = -1`` is no decision (an LLM method that committed to no candidate, [BDA] Appendix
     D.3): scored wrong, with the task's largest probability as its confidence.
+    ``confidence`` [T] overrides the top-label confidence (default: ``proba`` at the prediction),
+    e.g. a recalibrated confidence that no probability vector with the same argmax can hold
+    (below 1/K_t; :meth:`bda_jax.aggregators.IsotonicRecalibrated.decide`).
     A gold_missing task is labeled and wrong, whatever the prediction; an unlabeled task
     (gold -1, not gold_missing) has ``labeled`` False and ``correct`` 0.
 
@@ -174,7 +181,19 @@ def correctness(proba, gold, gold_missing=None, mask=None, *, key=None, pred=Non
     >>> s.pred.tolist(), s.correct.tolist(), s.labeled.tolist()
     ([1, 0, 0], [1.0, 0.0, 0.0], [True, True, False])
     """
-    return _correctness(proba, gold, gold_missing, mask, key, pred)
+    return _correctness(proba, gold, gold_missing, mask, key, pred,
+                        _check_confidence(confidence, proba))
+
+
+def _check_confidence(confidence, proba):
+    """``confidence`` (None, or [T] matching ``proba`` [T, K]), else :class:`DataError`."""
+    if confidence is None:
+        return None
+    c, T = np.shape(confidence), np.shape(proba)[0]
+    if c != (T,):
+        raise DataError(f"confidence must be [T] = [{T}], got shape {list(c)}",
+                        field="confidence")
+    return confidence
 
 
 # --------------------------------------------------------------------------- score-level metrics
@@ -351,8 +370,8 @@ def nll(proba, gold, gold_missing=None, *, eps=NLL_EPS, reduce=True) -> jax.Arra
 
 
 @jax.jit
-def _summary_arrays(proba, gold, gold_missing, mask, key, pred):
-    s = _correctness(proba, gold, gold_missing, mask, key, pred)
+def _summary_arrays(proba, gold, gold_missing, mask, key, pred, confidence):
+    s = _correctness(proba, gold, gold_missing, mask, key, pred, confidence)
     w = s.labeled.astype(s.confidence.dtype)
     return dict(
         accuracy=accuracy(s.correct, w),
@@ -366,19 +385,22 @@ def _summary_arrays(proba, gold, gold_missing, mask, key, pred):
     )
 
 
-def summary(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None) -> dict:
+def summary(proba, gold, gold_missing=None, mask=None, *, key=None, pred=None,
+            confidence=None) -> dict:
     """The paper's metric row for one arm ([BDA] §6 and Appendix B), as plain Python numbers.
 
-    ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]; ``key`` / ``pred`` as
-    in :func:`correctness`. Returns ``accuracy``, ``ece_ew`` (10 equal-width bins), ``ece_em``
-    (15 equal-mass bins), ``brier`` (top-label), ``brier_mc`` (multiclass), ``nll``, ``auroc``
+    ``proba`` [T, K], ``gold`` [T], ``gold_missing`` [T], ``mask`` [T, K]; ``key`` / ``pred`` /
+    ``confidence`` as in :func:`correctness`: ``confidence`` [T], when given, is what ECE,
+    top-label Brier and AUROC read, while ``brier_mc`` and ``nll`` keep reading ``proba``.
+    Returns ``accuracy``, ``ece_ew`` (10 equal-width bins), ``ece_em`` (15 equal-mass bins), ``brier`` (top-label), ``brier_mc`` (multiclass), ``nll``, ``auroc``
     (floats; ``None`` where undefined, e.g. AUROC when every task is right, so the dict is strict
     JSON) and ``n`` (int, labeled tasks). Unlabeled tasks are ignored.
 
     >>> summary([[0.9, 0.1], [0.3, 0.7], [0.5, 0.5]], [0, 0, -1])["accuracy"]
     0.5
     """
-    out = jax.device_get(_summary_arrays(proba, gold, gold_missing, mask, key, pred))
+    out = jax.device_get(_summary_arrays(proba, gold, gold_missing, mask, key, pred,
+                                         _check_confidence(confidence, proba)))
     res: dict[str, Any] = {}
     for k, v in out.items():
         if k == "n":

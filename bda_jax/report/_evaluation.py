@@ -20,7 +20,9 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                        label_budget: int | None = None, reference: str = "majority",
                        n_resamples: int = 2000, seed: int = 0, cache=None,
                        progress: Callable[[str, int, int], None] | None = None,
-                       source: str | None = None, methods: Sequence = ()) -> dict:
+                       source: str | None = None, methods: Sequence = (),
+                       set_alpha: float | None = None, set_method: str = "lac",
+                       set_fraction: float = 0.5) -> dict:
     """Nested cross-validated evaluation of ``arms`` and ``reference`` ([BDA] Appendix D.1) as a
     results document, one cell per arm.
 
@@ -36,6 +38,10 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
     :class:`bda_jax.council.MoA` or a stored :class:`bda_jax.council.MethodRun`), scored on the
     same tasks after the named arms; they are not cell-cached (a method's calls are, in its
     reply cache).
+
+    ``set_alpha`` / ``set_method`` / ``set_fraction``: answer sets per arm, as in
+    :func:`bda_jax.evaluate` (rows gain ``coverage``, ``mean_set_size``, ``empty_sets``; the
+    document records ``sets``).
 
     Returns the document of ``bda evaluate --out``: ``table``, ``bootstrap`` (paired cluster
     bootstrap against ``reference``), ``selected``, ``methods`` (per method arm: reads the
@@ -56,11 +62,14 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                         field="gold", file=source)
     outer = make_folds(counts, folds, seed)
     all_arms = list(dict.fromkeys(list(arms) + [reference]))
+    sets = dict(set_alpha=set_alpha, set_method=set_method, set_fraction=set_fraction)
     store = None
     if cache is not None:
+        # a cache written without answer sets keeps its fingerprint
+        extra = () if set_alpha is None else (set_alpha, set_method, set_fraction)
         store = CellCache(cache, fingerprint(
             "bda evaluate", fingerprint_counts(counts), outer.tolist(), label_budget, reference,
-            n_resamples, seed, __version__))
+            n_resamples, seed, __version__, *extra))
     cached = 0 if store is None else sum(a in store for a in all_arms)
     cells = {}
     for done, arm in enumerate(all_arms):
@@ -69,7 +78,7 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
 
         def compute(arm=arm):
             ev = evaluate(counts, [arm], folds=outer, label_budget=label_budget, seed=seed,
-                          reference=reference, n_resamples=n_resamples)
+                          reference=reference, n_resamples=n_resamples, **sets)
             row = next(r for r in ev.table if r["arm"] == arm)
             return strict_json({"row": row, "bootstrap": ev.bootstrap.get(arm),
                                 "selected": ev.selected.get(arm)})
@@ -80,7 +89,7 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
         if progress is not None:
             progress(f"evaluating {method.name}", done, total)
         ev = evaluate(list(traces), [method], folds=outer, label_budget=label_budget, seed=seed,
-                      reference=reference, n_resamples=n_resamples)
+                      reference=reference, n_resamples=n_resamples, **sets)
         row = next(r for r in ev.table if r["arm"] == method.name)
         cells[method.name] = strict_json({"row": row, "bootstrap": ev.bootstrap.get(method.name),
                                           "selected": None})
@@ -100,6 +109,8 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
             "selected": {a: cells[a]["selected"] for a in all_arms
                          if cells[a]["selected"] is not None},
             "methods": method_info,
+            "sets": None if set_alpha is None else {"alpha": set_alpha, "method": set_method,
+                                                    "fraction": set_fraction},
             "folds": outer.tolist(),
             "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
                       "computed": len(all_arms) - len(methods) - cached}}

@@ -176,6 +176,22 @@ def test_evaluate_equals_the_library_and_resumes(council, tmp_path):
     assert (tmp_path / "report" / "index.html").exists() and "index.html" in result.stdout
 
 
+def test_evaluate_answer_sets(council):
+    res = ok(invoke("evaluate", council / "train.jsonl", "--arms", "majority,bda-per-agent",
+                    "--set", 0.2, "--n-resamples", 50, "--no-progress", "--json"))
+    doc = json.loads(res.stdout)
+    ev = bda_jax.evaluate(read_traces(council / "train.jsonl"), ["bda-per-agent"], folds=5,
+                          seed=0, n_resamples=50, set_alpha=0.2)
+    assert doc["table"] == ev.table[::-1] and doc["sets"] == ev.sets
+    assert all({"coverage", "mean_set_size", "empty_sets"} <= set(r) for r in doc["table"])
+    table = ok(invoke("evaluate", council / "train.jsonl", "--arms", "majority", "--set", 0.2,
+                      "--set-method", "aps", "--n-resamples", 50, "--no-progress"))
+    assert "coverage" in table.stdout and "answer sets at 1 - 0.2 (aps)" in table.stdout
+    user_error(invoke("evaluate", council / "train.jsonl", "--set", 1.5), "--set")
+    user_error(invoke("evaluate", council / "train.jsonl", "--set", 0.1, "--set-method", "top"),
+               "--set-method")
+
+
 def test_evaluate_bad_inputs(council, tmp_path):
     user_error(invoke("evaluate", council / "train.jsonl", "--arms", "majority,bogus"),
                "arms", "bogus")
