@@ -113,23 +113,48 @@ def predict(
         help="Accept traces in which some of the model's agents never speak."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Tie-break seed (default: the "
                                                             "model's own)."),
+    set_alpha: Optional[float] = typer.Option(
+        None, "--set", metavar="ALPHA",
+        help="Also each task's answer set with coverage 1 - ALPHA (split conformal), "
+             "calibrated on the labeled tasks of --calibration (default: of TRACES), which the "
+             "model must not have been fitted on."),
+    set_method: str = typer.Option("lac", "--set-method",
+                                   help="Answer-set score with --set: lac or aps."),
+    calibration: Optional[Path] = typer.Option(
+        None, "--calibration", help="Labeled JSON Lines traces the model was not fitted on: "
+                                    "they calibrate --set."),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
     json_out: bool = json_option(),
 ) -> None:
-    """Per-task posterior, decision and confidence from a saved model."""
+    """Per-task posterior, decision and confidence (and answer set) from a saved model."""
     arrays = _model_arrays_path(model)
-    check_out_path(out, "--out", {"MODEL": model, "TRACES": traces,
+    check_out_path(out, "--out", {"MODEL": model, "TRACES": traces, "--calibration": calibration,
                                   "MODEL's arrays": arrays if arrays.exists() else None})
+    if set_alpha is None and calibration is not None:
+        raise data_error("--calibration calibrates answer sets: give --set ALPHA too",
+                         "--calibration")
+    if set_alpha is not None:
+        if not 0.0 < set_alpha < 1.0:
+            raise data_error(f"ALPHA must be in (0, 1), got {set_alpha:g}", "--set")
+        if set_method not in ("lac", "aps"):
+            raise data_error(f"must be lac or aps, got {set_method!r}", "--set-method")
     from ..aggregators import load_model, predict_tasks
 
     art = load_model(model)
     tr = read_trace_file(traces, lenient)
+    cal = None if calibration is None else read_trace_file(calibration, lenient)
     rows, result = predict_tasks(art, tr, seed=seed, allow_missing_agents=allow_missing_agents,
-                                 source=str(traces))
+                                 source=str(traces), set_alpha=set_alpha, set_method=set_method,
+                                 calibration=cal,
+                                 calibration_source=None if calibration is None
+                                 else str(calibration))
     summary = {"command": "predict", "model": str(model), "estimator": result["estimator"],
                "arm": result["arm"], "traces": str(traces), "n_tasks": result["n_tasks"],
                "n_labeled": result["n_labeled"], "accuracy": result["accuracy"],
                "training_data": result["training_data"], "out": None if out is None else str(out)}
+    if "set" in result:
+        summary["set"] = {**result["set"],
+                          "calibration": str(calibration if calibration is not None else traces)}
     n_lab, in_sample = result["n_labeled"], result["training_data"]
     n_ok = sum(bool(r.get("correct")) for r in rows)
     if out is not None:
@@ -138,19 +163,32 @@ def predict(
         emit_json({**summary, "predictions": rows})
         return
     if out is None:
+        with_sets = "set" in summary
         table = [[r["task_id"], "  ".join(f"{c} {p:.3f}" for c, p in
                                          zip(r["candidates"], r["proba"])),
-                  r["decision"], f"{r['confidence']:.3f}",
-                  "—" if "gold" not in r else (r["gold"] or "(not a candidate)")]
+                  r["decision"], f"{r['confidence']:.3f}"]
+                 + (["{" + ", ".join(r["set"]) + "}"] if with_sets else [])
+                 + ["—" if "gold" not in r else (r["gold"] or "(not a candidate)")]
                  for r in rows]
         stdout_console().print(rich_table(
             f"{summary['arm'] or summary['estimator']} posterior — {traces.name}",
-            ["task", "posterior over candidates", "decision", "conf.", "gold"], table))
+            ["task", "posterior over candidates", "decision", "conf."]
+            + ([f"set ({1 - set_alpha:.0%})"] if with_sets else []) + ["gold"], table))
     else:
         typer.echo(f"{len(rows)} predictions written to {out}")
     if n_lab:
         typer.echo(f"accuracy on {n_lab} labeled tasks: {n_ok}/{n_lab} = {n_ok / n_lab:.3f}"
                    + (" (in-sample: these are the training traces)" if in_sample else ""))
+    if "set" in summary:
+        s = summary["set"]
+        line = (f"answer sets ({s['method']}, alpha {s['alpha']:g}) calibrated on "
+                f"{s['n_calibration']} labeled tasks of {Path(s['calibration']).name}: mean size "
+                f"{s['mean_size']:.2f}, {s['empty']:.1%} empty")
+        if s["coverage"] is not None:
+            line += f", coverage {s['coverage']:.3f} on {s['n_labeled']} labeled tasks" + (
+                " (the calibration tasks themselves: at least 1 - alpha by construction)"
+                if s["calibrated_on_these_tasks"] else "")
+        typer.echo(line)
 
 
 @app.command()

@@ -137,6 +137,30 @@ def test_fit_bad_inputs(council, tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
+def test_predict_answer_sets(council, model, tmp_path):
+    """--set ALPHA: each task's answer set, calibrated on --calibration traces the model never
+    saw (the training traces are refused), as predict_tasks computes it."""
+    path, _ = model
+    cal, new = tmp_path / "cal.jsonl", tmp_path / "new.jsonl"
+    fresh = simulate_council(7, 60, [0.74, 0.68, 0.68])
+    write_traces(fresh[:30], cal)
+    write_traces(fresh[30:], new)
+    doc = json.loads(ok(invoke("predict", path, new, "--set", 0.2, "--calibration", cal,
+                               "--json")).stdout)
+    artifact = bda_jax.aggregators.load_model(path)
+    rows, summary = bda_jax.aggregators.predict_tasks(artifact, read_traces(new), set_alpha=0.2,
+                                                      calibration=read_traces(cal))
+    assert [r["set"] for r in doc["predictions"]] == [r["set"] for r in rows]
+    assert doc["set"]["n_calibration"] == 30 and doc["set"]["coverage"] == summary["set"]["coverage"]
+    text = ok(invoke("predict", path, new, "--set", 0.2, "--calibration", cal)).stdout
+    assert "set (80%)" in text and "calibrated on 30 labeled tasks of cal.jsonl" in text
+    user_error(invoke("predict", path, new, "--set", 0.2, "--calibration",
+                      council / "train.jsonl"), "calibration", "training data")
+    user_error(invoke("predict", path, new, "--calibration", cal), "--calibration", "--set")
+    user_error(invoke("predict", path, new, "--set", 0), "--set")
+    user_error(invoke("predict", path, new, "--set", 0.1, "--set-method", "top"), "--set-method")
+
+
 def test_predict_bad_inputs(council, model, tmp_path):
     path, _ = model
     user_error(invoke("predict", path, council / "strangers.jsonl"), "strangers.jsonl",
