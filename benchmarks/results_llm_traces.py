@@ -44,6 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = ["majority", "bda-shared", "bda-per-agent", "bda-tempered", "stacking", "gated-vote",
         "best-member", "ds-em"]
 METRICS = ("accuracy", "ece_ew", "brier_mc", "nll")
+# answer sets with coverage 1 - SET_ALPHA (split conformal, LAC), calibrated on each outer fold's
+# training labels (docs/answer-sets.md): empirical coverage and mean set size per arm
+SET_ALPHA = 0.1
+SET_METRICS = ("coverage", "mean_set_size")
 
 
 def final_round(traces):
@@ -84,8 +88,9 @@ def run_set(name, traces, arms, proposals=None, **tally_options):
     traces = [traces[j] for j in keep]
     counts = bda.tally(traces, **tally_options)
     t0 = time.time()
-    ev = bda.evaluate(counts, arms, folds=5, seed=0, n_resamples=1000)
-    rows = [{"arm": r["arm"], **{m: r[m] for m in METRICS}, "n": r["n"]} for r in ev.table]
+    ev = bda.evaluate(counts, arms, folds=5, seed=0, n_resamples=1000, set_alpha=SET_ALPHA)
+    rows = [{"arm": r["arm"], **{m: r[m] for m in METRICS + SET_METRICS}, "n": r["n"]}
+            for r in ev.table]
     for arm, s in reference_rows(traces, counts, proposals).items():
         rows.append({"arm": arm, **{m: s[m] for m in METRICS}, "n": s["n"]})
     boot = {a: {k: ev.bootstrap[a][k] for k in ("accuracy", "brier_mc")}
@@ -149,7 +154,10 @@ def main():
           "5 outer folds grouped by problem, every supervised arm fitted leak-free on the other "
           "folds' labeled problems; `majority` is the round-0 plurality, `final-round vote` the "
           "vote fraction of each problem's last round, `DASE commit` the answer DASE committed "
-          "to (one-hot). ECE_ew: 10 equal-width bins; Brier: multiclass.", "",
+          "to (one-hot). ECE_ew: 10 equal-width bins; Brier: multiclass. Coverage and set size: "
+          f"answer sets at 1 - {SET_ALPHA:g} (split conformal, LAC; docs/answer-sets.md), "
+          "calibrated on each outer fold's training labels only (a supervised arm refitted "
+          "without its calibration half); a reference row has none.", "",
           "**Gold is known only where some answer in the logs was flagged correct** (DASE: 444 "
           "of 546 GPQA, 91 of 100 AIME problems), so the labeled subset leans toward solvable "
           "problems; every number below is on that subset. On open-answer sets (AIME, GSM8K, "
@@ -176,9 +184,11 @@ def main():
     for name, s in out["sets"].items():
         md += [f"## {name}", "", f"{s['n_tasks']} labeled problems, agents "
                f"{', '.join(s['agents'])}.", "",
-               "| arm | accuracy | ECE_ew | Brier | NLL |", "|---|---|---|---|---|"]
+               f"| arm | accuracy | ECE_ew | Brier | NLL | coverage ({1 - SET_ALPHA:.0%}) | "
+               "mean set size |", "|---|---|---|---|---|---|---|"]
         md += [f"| {r['arm']} | {f3(r['accuracy'])} | {f3(r['ece_ew'])} | "
-               f"{f3(r['brier_mc'])} | {f3(r['nll'])} |" for r in s["rows"]]
+               f"{f3(r['brier_mc'])} | {f3(r['nll'])} | {f3(r.get('coverage'))} | "
+               f"{f3(r.get('mean_set_size'))} |" for r in s["rows"]]
         md.append("")
     (ROOT / "docs" / "results-llm-traces.md").write_text("\n".join(md))
     print("\n".join(md))
