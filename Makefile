@@ -4,14 +4,19 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed
 
+# The first make: about 2 minutes here (pip downloads JAX, SciPy, pandas, ... and prints each one).
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "bda_jax needs Python >= 3.12, got " + sys.version.split()[0] + " (set PYTHON=python3.12)")'
+	@echo "==> [1/3] creating $(VENV) with $$($(PYTHON) --version)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "==> [2/3] upgrading pip"
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e ".[test,council]"
+	@echo "==> [3/3] installing bda_jax (editable) with its test and council dependencies (about 2 minutes on first use)"
+	$(VENV)/bin/python -m pip install -e ".[test,council]"
 	touch $(STAMP)
+	@echo "==> $(VENV) ready"
 
-.PHONY: demo test lint bench fuzz
+.PHONY: demo test lint typecheck wheel-check bench fuzz
 demo: $(STAMP)
 	$(VENV)/bin/bda demo
 
@@ -24,6 +29,21 @@ test: $(STAMP)
 # ruff's short rule set ([tool.ruff] in pyproject.toml); the layering contract is a test
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bda_jax models tests benchmarks
+
+# mypy over the public surface ([tool.mypy] in pyproject.toml: every public __init__ and the
+# NumPyro model modules), then README's Python blocks as a user's code against it
+README_PY := build/readme-blocks
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+	@rm -rf $(README_PY)
+	@$(VENV)/bin/python tests/integration/test_readme.py --write-python $(README_PY) >/dev/null
+	$(VENV)/bin/mypy $(README_PY)
+
+# the wheel as a user gets it: built, installed (not editable) in a fresh virtual environment,
+# `bda --version` and `bda demo --quick` run from another folder, README's Python blocks
+# type-checked against the installed package (its py.typed); .ci/run runs it
+wheel-check: $(STAMP)
+	bash .ci/wheel-check.sh
 
 # every benchmark -> benchmarks/results/*.json + summary.json + SUMMARY.md (docs/performance.md);
 # BENCH_ARGS=--quick for a smoke run, --with-nuts to include the ~15 min NUTS benchmark

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple, Sequence, overload
 
 import jax
 import numpy as np
@@ -486,6 +486,33 @@ def _int_array(x, name, allow_neg=False) -> np.ndarray:
     if a.size and np.abs(a).max() > np.iinfo(np.int32).max:
         raise DataError(f"{name} exceeds the int32 range", field=name)
     return a.astype(np.int32)
+
+
+# the return type follows `layout` (for type checkers; the one implementation is below)
+@overload
+def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
+          max_round: int | None = None, forces: Sequence[str] | None = None,
+          one_move_per_round: bool = False,
+          permute_candidates: int | None = None, unknown_agents: str = "error",
+          normalizer: Normalizer = default_normalizer, lenient: bool = False,
+          abstain_candidate: str | None = None, seat_key: str = "agent",
+          layout: Literal["dense"] = "dense") -> Counts: ...
+@overload
+def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
+          max_round: int | None = None, forces: Sequence[str] | None = None,
+          one_move_per_round: bool = False,
+          permute_candidates: int | None = None, unknown_agents: str = "error",
+          normalizer: Normalizer = default_normalizer, lenient: bool = False,
+          abstain_candidate: str | None = None, seat_key: str = "agent",
+          layout: Literal["pairs"]) -> PairCounts: ...
+@overload
+def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
+          max_round: int | None = None, forces: Sequence[str] | None = None,
+          one_move_per_round: bool = False,
+          permute_candidates: int | None = None, unknown_agents: str = "error",
+          normalizer: Normalizer = default_normalizer, lenient: bool = False,
+          abstain_candidate: str | None = None, seat_key: str = "agent",
+          layout: str = "dense") -> Counts | PairCounts: ...
 
 
 @gc_paused()

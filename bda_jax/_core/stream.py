@@ -19,7 +19,7 @@ import contextlib
 import os
 import warnings
 from collections import Counter
-from typing import Sequence
+from typing import Literal, Sequence, overload
 
 from .counts import Counts, PairCounts, finish_tally, TallyState, tally_options, tally_part
 from .errors import DataError, TraceError
@@ -44,6 +44,36 @@ def _check_shard(shard):
         raise DataError(f"shard must be (index, count) with 0 <= index < count, got {shard!r}",
                         field="shard")
     return index, count
+
+
+# the return type follows `layout` (for type checkers; the one implementation is below)
+@overload
+def tally_stream(path, agents: Sequence[str] | None = None, *,
+                 chunk_tasks: int = DEFAULT_CHUNK_TASKS, shard: tuple[int, int] | None = None,
+                 max_round: int | None = None, forces: Sequence[str] | None = None,
+                 one_move_per_round: bool = False, permute_candidates: int | None = None,
+                 unknown_agents: str = "error", normalizer: Normalizer = default_normalizer,
+                 lenient: bool = False, abstain_candidate: str | None = None,
+                 seat_key: str = "agent", layout: Literal["dense"] = "dense",
+                 workers: int | None = None) -> Counts: ...
+@overload
+def tally_stream(path, agents: Sequence[str] | None = None, *,
+                 chunk_tasks: int = DEFAULT_CHUNK_TASKS, shard: tuple[int, int] | None = None,
+                 max_round: int | None = None, forces: Sequence[str] | None = None,
+                 one_move_per_round: bool = False, permute_candidates: int | None = None,
+                 unknown_agents: str = "error", normalizer: Normalizer = default_normalizer,
+                 lenient: bool = False, abstain_candidate: str | None = None,
+                 seat_key: str = "agent", layout: Literal["pairs"],
+                 workers: int | None = None) -> PairCounts: ...
+@overload
+def tally_stream(path, agents: Sequence[str] | None = None, *,
+                 chunk_tasks: int = DEFAULT_CHUNK_TASKS, shard: tuple[int, int] | None = None,
+                 max_round: int | None = None, forces: Sequence[str] | None = None,
+                 one_move_per_round: bool = False, permute_candidates: int | None = None,
+                 unknown_agents: str = "error", normalizer: Normalizer = default_normalizer,
+                 lenient: bool = False, abstain_candidate: str | None = None,
+                 seat_key: str = "agent", layout: str = "dense",
+                 workers: int | None = None) -> Counts | PairCounts: ...
 
 
 def tally_stream(path, agents: Sequence[str] | None = None, *,

@@ -1,7 +1,7 @@
 """The ``bda`` command line (docs/cli.md).
 
 Subcommands: ``demo``, ``fit``, ``predict``, ``evaluate``, ``simulate``, ``study``, ``stop``
-(``replay``, ``live``), ``audit``, ``convert``, ``report``. Every command that computes something
+(``replay``, ``live``), ``label`` (``next``), ``audit``, ``convert``, ``report``. Every command that computes something
 takes ``--json`` (one JSON object on stdout; ``stop live`` writes one per round), and the long
 ones show rich progress bars on stderr (``--no-progress`` turns them off).
 
@@ -51,6 +51,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 stop_app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                        help="DASE stopping rules: replay history logs or stop live.")
 app.add_typer(stop_app, name="stop")
+label_app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                        help="Active label acquisition: which tasks to label next.")
+app.add_typer(label_app, name="label")
 
 _STATE = {"debug": False}
 
@@ -461,3 +464,6 @@ def _root(
 def main() -> None:  # console-script entry point
     app()
 
+
+# `bda label next` registers itself on label_app when imported; last, after every name it uses
+from ._label import label_next_command  # noqa: E402,F401

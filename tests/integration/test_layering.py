@@ -28,11 +28,12 @@ ALLOWED = {
     "models": {"_core", "crowd"},
     "stopping": {"_core", "metrics", "datasets"},
     "adversarial": {"_core", "metrics", "aggregators", "simulate"},
+    "active": {"_core", "metrics", "aggregators"},
     "council": {"_core", "datasets", "metrics", "aggregators", "stopping", "audit"},
     "report": {"_core", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
                "stopping", "audit", "bda_jax"},
     "cli": {"bda_jax", "metrics", "aggregators", "simulate", "adversarial", "crowd", "datasets",
-            "stopping", "audit", "report", "models", "council"},
+            "stopping", "audit", "report", "models", "council", "active"},
     "bda_jax": {"_core", "aggregators"},
     "data": set(),
 }
