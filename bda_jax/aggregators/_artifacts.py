@@ -577,16 +577,15 @@ def _rebuild(cls, hyper: dict, fitted: dict, dec: _Decoder, where: str):
     of the settings and fitted attributes)."""
     params = [p for p in inspect.signature(cls.__init__).parameters.values()
               if p.name != "self"]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        # the per-arm BDA classes: __init__(**kwargs) forwards to BDA(arm, **kwargs)
-        from ._bda import BDA
-        fixed = cls().arm if issubclass(cls, BDA) else None
+    from ._bda import BDA
+    if issubclass(cls, BDA) and cls is not BDA:
+        # the per-arm BDA classes fix their arm (BDAPerAgent is BDA("bda-per-agent", ...))
+        fixed = cls().arm
         arm = hyper.get("arm", fixed)
-        if fixed is not None and (not isinstance(arm, str) or arm != fixed):
+        if not isinstance(arm, str) or arm != fixed:
             raise dec.error(f"{cls.__name__} has arm {fixed!r}, the file says "
                             f"{hyper.get('arm')!r}", where + ".hyperparameters.arm")
-        params = [p for p in inspect.signature(BDA.__init__).parameters.values()
-                  if p.name not in ("self", "arm")]
+        hyper = {k: v for k, v in hyper.items() if k != "arm"}   # a class attribute there
     names = {p.name for p in params}
     kwargs = {k: v for k, v in hyper.items() if k in names}
     try:
@@ -1019,7 +1018,8 @@ def _log_distribution(st: _State, name: str, shape: tuple, *, optional: bool = F
 def _check_bda(st: _State, obj) -> None:
     from .._core.selection import GRID_COLUMNS, GRIDS
     st.integer("n_folds", 2)
-    st.flag("class_prior")
+    if st.vars.get("class_prior") is not None:     # None: the arm's reading of pi0
+        st.flag("class_prior")
     columns = GRID_COLUMNS[obj.arm]
     n_rows = len(GRIDS[obj.arm])
     if obj.grid is not None:
@@ -1044,10 +1044,10 @@ def _check_bda(st: _State, obj) -> None:
             raise st.fail("params_", f"{key} = {value!r} is not a valid value (finite; tau and "
                                      "s > 0, lambda >= 0)")
     st.array("cv_brier_", "f", (n_rows,), nan=True)
-    if obj.class_prior:
+    if obj.fits_class_prior:
         _log_distribution(st, "log_prior_", ("K",))
     elif obj.log_prior_ is not None:
-        raise st.fail("log_prior_", "must be null when class_prior is false")
+        raise st.fail("log_prior_", "must be null when the arm keeps a uniform class prior")
     if obj.arm == "bda-confusion":
         st.need("confusion_", "label_space_")
         conf = st.array("confusion_", "f", ("I", "K", "K"), lo=0.0, hi=1.0 + _PROB_TOL)

@@ -15,25 +15,34 @@ from .._core.conformal import (check_alpha, check_set_method, conformal_scores,
 from .._core.counts import Counts, tally
 from .._core.decisions import decide
 from .._core.errors import DataError
+from .._core.params import Params
 
 __all__ = ["Aggregator"]
 
 
-class Aggregator:
+class Aggregator(Params):
     """Base of every council aggregator (crowd-kit / scikit-learn surface): a subclass sets its
     hyperparameters in ``__init__``, implements ``fit(data) -> self`` and ``_log_proba(counts)``
     ([T, K], -inf on padding slots), and inherits ``predict_proba`` [T, K] (0 on padding) and
     ``predict`` [T] (argmax, seeded random ties, [BDA] Appendix D.6). ``data`` is a
     :class:`~bda_jax.Counts` or a list of traces (tallied with the agent list seen at fit time,
-    so train and test agree)."""
+    so train and test agree).
+
+    scikit-learn's parameter protocol (``bda_jax._core.params.Params``): ``get_params(deep=True)``
+    / ``set_params(**params)`` over the constructor's named parameters (``base__seed`` for a
+    wrapper's base), so ``sklearn.base.clone`` gives an unfitted copy with the same settings.
+    A subclass's ``__init__`` stores each parameter unchanged under its own name and checks
+    them in ``_check_params``, which every ``fit`` runs first (docs/evaluation.md,
+    "scikit-learn compatibility")."""
 
     seed: int = 0
     agents_: tuple[str, ...] | None = None
 
     def __init_subclass__(cls, **kwargs):
-        # Every subclass ``fit`` records its arguments after it succeeds (not saved in model
-        # files: the name starts with "_"), so predict_set can split the labeled tasks the
-        # estimator was fitted on and refit without its calibration share.
+        # Every subclass ``fit`` checks the settings first (``_check_params``: values given by
+        # set_params reach no fit unchecked) and records its arguments after it succeeds (not
+        # saved in model files: the name starts with "_"), so predict_set can split the labeled
+        # tasks the estimator was fitted on and refit without its calibration share.
         super().__init_subclass__(**kwargs)
         fit = cls.__dict__.get("fit")
         if fit is None or getattr(fit, "_records_fit", False):
@@ -41,6 +50,7 @@ class Aggregator:
 
         @functools.wraps(fit)
         def recording_fit(self, *args, **kw):
+            self._check_params()       # settings given by set_params are checked here
             out = fit(self, *args, **kw)
             self.__dict__["_fit_record"] = (args, kw)
             self.__dict__.pop("_set_calibration", None)

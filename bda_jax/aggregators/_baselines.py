@@ -255,19 +255,40 @@ class LogisticStacking(Aggregator):
     def __init__(self, l2_grid=L2_GRID, n_folds: int = 5, seed: int = 0, steps: int = 50,
                  learning_rate: float | None = None, optimizer: str = "lbfgs",
                  intercept="auto"):
-        if optimizer not in ("lbfgs", "adam"):
-            raise DataError(f"optimizer must be 'lbfgs' or 'adam', got {optimizer!r}",
-                            field="optimizer")
-        if intercept not in ("auto", True, False):
-            raise DataError(f"intercept must be 'auto', True or False, got {intercept!r}",
-                            field="intercept")
-        grid = np.asarray(l2_grid, np.float64).ravel()
-        if grid.size == 0 or not np.isfinite(grid).all() or (grid < 0).any():
-            raise DataError("l2_grid must be non-empty, finite and >= 0", field="l2_grid")
-        self.l2_grid, self.n_folds, self.seed, self.steps = tuple(grid), n_folds, seed, int(steps)
+        self.l2_grid, self.n_folds, self.seed, self.steps = l2_grid, n_folds, seed, steps
         self.learning_rate, self.optimizer, self.intercept = learning_rate, optimizer, intercept
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if self.optimizer not in ("lbfgs", "adam"):
+            raise DataError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}",
+                            field="optimizer")
+        try:
+            known = self.intercept in ("auto", True, False)
+        except (TypeError, ValueError):          # e.g. an array: no single truth value
+            known = False
+        if not known:
+            raise DataError(f"intercept must be 'auto', True or False, got {self.intercept!r}",
+                            field="intercept")
+        self._l2_values()
+        if isinstance(self.steps, (bool, np.bool_)) or \
+                not isinstance(self.steps, (int, np.integer)) or self.steps < 0:
+            raise DataError(f"steps must be an integer >= 0, got {self.steps!r}", field="steps")
+
+    def _l2_values(self) -> np.ndarray:
+        """``l2_grid`` as a [G] float64 array (checked: 1-D, non-empty, finite, >= 0)."""
+        try:
+            grid = np.asarray(self.l2_grid, np.float64)
+        except (TypeError, ValueError):
+            grid = None
+        if grid is None or grid.ndim != 1 or grid.size == 0 or not np.isfinite(grid).all() \
+                or (grid < 0).any():
+            raise DataError(f"l2_grid must be a non-empty list of finite numbers >= 0, got "
+                            f"{self.l2_grid!r}", field="l2_grid")
+        return grid
 
     def fit(self, data, weights=None) -> "LogisticStacking":
+        grid = self._l2_values()
         counts = self._counts(data)
         self.agents_ = counts.agents
         w = training_weights(counts, weights)
@@ -284,11 +305,12 @@ class LogisticStacking(Aggregator):
         is_tally = jnp.arange(x.shape[-1]) < 2 * I         # traced: councils of one shape share
         coef, score = _stack_grid(x, jnp.asarray(counts.gold), jnp.asarray(counts.mask),
                                   is_tally, jnp.asarray(w_fit), jnp.asarray(w_val),
-                                  jnp.asarray(self.l2_grid, jnp.float32),
-                                  steps=self.steps, optimizer=self.optimizer, learning_rate=lr)
+                                  jnp.asarray(grid, jnp.float32),
+                                  steps=int(self.steps), optimizer=self.optimizer,
+                                  learning_rate=lr)
         self.cv_brier_ = np.asarray(score)
         best = int(np.argmin(self.cv_brier_))
-        self.l2_ = float(self.l2_grid[best])
+        self.l2_ = float(grid[best])
         theta = np.asarray(coef[best, F])
         if not np.isfinite(theta).all():
             raise DataError(f"logistic stacking did not converge to finite weights at l2 = "
@@ -469,13 +491,20 @@ class VerbalizedVote(Aggregator):
     """
 
     def __init__(self, seed: int = 0, confidence: str = "mean", missing: float | None = None):
-        if confidence not in ("mean", "share"):
-            raise DataError(f"confidence must be 'mean' or 'share', got {confidence!r}",
+        self.seed, self.confidence, self.missing = seed, confidence, missing
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if self.confidence not in ("mean", "share"):
+            raise DataError(f"confidence must be 'mean' or 'share', got {self.confidence!r}",
                             field="confidence")
-        if missing is not None and not 0.0 <= float(missing) <= 1.0:
+        missing = self.missing
+        if missing is not None and (
+                isinstance(missing, (bool, np.bool_))
+                or not isinstance(missing, (int, float, np.integer, np.floating))
+                or not 0.0 <= float(missing) <= 1.0):
             raise DataError(f"missing must be None or in [0, 1], got {missing!r}",
                             field="missing")
-        self.seed, self.confidence, self.missing = seed, confidence, missing
 
     def fit(self, data=None, weights=None) -> "VerbalizedVote":
         if data is not None:
@@ -643,16 +672,23 @@ class _Recalibrated(Aggregator, ABC):
     argmax is then the decision with no tie to break, so any scorer that takes the argmax of
     ``predict_proba`` scores the base's decisions; the unclipped confidence is
     :meth:`predict_confidence`, the one the paper's ECE and top-label Brier read.
+
+    ``base`` is a constructor parameter like any other: ``get_params()`` lists its settings as
+    ``base__<name>`` and ``set_params(base__seed=1)`` sets them (scikit-learn's nested
+    parameters). ``fit`` fits copies of it; ``base`` itself is never fitted.
     """
 
     #: the least lead of the decided candidate over every other in :meth:`predict_proba`
     decision_margin = 1e-3
 
     def __init__(self, base, n_folds: int = 5, seed: int = 0):
-        if not isinstance(base, Aggregator):
-            raise DataError(f"base must be an aggregator, got {type(base).__name__}",
-                            field="base")
         self.base, self.n_folds, self.seed = base, n_folds, seed
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if not isinstance(self.base, Aggregator):
+            raise DataError(f"base must be an aggregator, got {type(self.base).__name__}",
+                            field="base")
 
     def fit(self, data, weights=None):
         counts = self._counts(data)

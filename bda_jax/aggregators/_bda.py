@@ -74,8 +74,8 @@ class BDA(Aggregator):
     documented reading of [BDA]: the confusion arm is fitted with its "train-fitted candidate
     prior" (Appendix D.6, the one passage that describes this arm's pi0), every one-coin arm keeps
     the uniform pi0 of §3 ("uniform in every experiment"; Eq. 1, Algorithm 1 and Proposition 1,
-    where pi0 appears, are the one-coin's). The resolved flag is stored, so a model file records which one it
-    used; the harness names the confusion arm's uniform-prior variant
+    where pi0 appears, are the one-coin's). ``class_prior`` is stored as given (scikit-learn's
+    contract); :attr:`fits_class_prior` is the resolved flag; the harness names the confusion arm's uniform-prior variant
     ``"bda-confusion-uniform"`` (docs/evaluation.md).
 
     Fitted: ``params_`` (dict of the selected hyperparameters), ``cv_brier_`` (mean CV Brier per
@@ -86,19 +86,27 @@ class BDA(Aggregator):
 
     def __init__(self, arm: str = "bda-per-agent", *, grid=None, n_folds: int = 5, seed: int = 0,
                  basis: str = "all", class_prior: bool | None = None):
-        if arm not in GRIDS:
-            raise DataError(f"unknown BDA arm {arm!r}; expected one of {sorted(GRIDS)}",
-                            field="arm")
-        if basis not in ("all", "propose", "round0"):
-            raise DataError(f"basis must be 'all', 'propose' or 'round0', got {basis!r}",
-                            field="basis")
-        if class_prior is None:
-            class_prior = _default_class_prior(arm)
-        if not isinstance(class_prior, (bool, np.bool_)):
-            raise DataError(f"class_prior must be True, False or None, got {class_prior!r}",
-                            field="class_prior")
         self.arm, self.grid, self.n_folds, self.seed = arm, grid, n_folds, seed
-        self.basis, self.class_prior = basis, bool(class_prior)
+        self.basis, self.class_prior = basis, class_prior
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """The settings as given (scikit-learn's contract: stored unchanged, checked here, at
+        construction and before every fit)."""
+        if self.arm not in GRIDS:
+            raise DataError(f"unknown BDA arm {self.arm!r}; expected one of {sorted(GRIDS)}",
+                            field="arm")
+        if self.basis not in ("all", "propose", "round0"):
+            raise DataError(f"basis must be 'all', 'propose' or 'round0', got {self.basis!r}",
+                            field="basis")
+        if self.class_prior is not None and not isinstance(self.class_prior, (bool, np.bool_)):
+            raise DataError(f"class_prior must be True, False or None, got "
+                            f"{self.class_prior!r}", field="class_prior")
+
+    @property
+    def fits_class_prior(self) -> bool:
+        """``class_prior`` resolved: ``None`` takes the arm's reading (:func:`_default_class_prior`)."""
+        return _default_class_prior(self.arm) if self.class_prior is None else bool(self.class_prior)
 
     def fit(self, data, weights=None) -> "BDA":
         """Select hyperparameters by ``n_folds``-fold CV on the labeled tasks of ``data`` (or of
@@ -136,7 +144,7 @@ class BDA(Aggregator):
         _, _, scores = nested_grid_search(self.arm, grid.astype(np.float32),
                                           np.broadcast_to(wp, (n, size)), inner_train[:, None],
                                           inner_val[:, None], padded, fit_padded,
-                                          self.class_prior, table_size_for(counts), refit=False,
+                                          self.fits_class_prior, table_size_for(counts), refit=False,
                                           small_counts=small_counts_for(counts,
                                                                         table_size_for(counts)))
         fold_n = inner_val.astype(np.float64).sum(-1)                          # [F_in]
@@ -144,8 +152,8 @@ class BDA(Aggregator):
         self.cv_brier_ = fold_sums.sum(0) / max(fold_n.sum(), 1.0)  # on the host: no device op
         theta = grid[int(np.argmin(self.cv_brier_))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))
-        fitted = _refit(self.arm, self.class_prior, fit_padded, wp, theta.astype(np.float32))
-        self.log_prior_ = np.asarray(fitted["log_prior"]) if self.class_prior else None
+        fitted = _refit(self.arm, self.fits_class_prior, fit_padded, wp, theta.astype(np.float32))
+        self.log_prior_ = np.asarray(fitted["log_prior"]) if self.fits_class_prior else None
         if self.arm == "bda-confusion":
             self.confusion_ = np.asarray(fitted["confusion"])
             self.label_space_ = "semantic" if counts.vocab is not None else "positional"
@@ -184,9 +192,14 @@ def _refit(arm, class_prior, fit_counts, w, theta) -> dict:
 
 
 def _arm_class(name, arm, doc):
-    def __init__(self, **kwargs):
-        BDA.__init__(self, arm, **kwargs)
-    return type(name, (BDA,), {"__init__": __init__, "__doc__": doc})
+    """A BDA class with its arm fixed: ``arm`` is a class attribute, not a constructor argument
+    (scikit-learn's contract: ``__init__`` sets exactly its parameters)."""
+    def __init__(self, *, grid=None, n_folds: int = 5, seed: int = 0, basis: str = "all",
+                 class_prior: bool | None = None):
+        self.grid, self.n_folds, self.seed = grid, n_folds, seed
+        self.basis, self.class_prior = basis, class_prior
+        self._check_params()
+    return type(name, (BDA,), {"__init__": __init__, "__doc__": doc, "arm": arm})
 
 
 BDAShared = _arm_class("BDAShared", "bda-shared", "BDA with one shared Beta prior (Eq. 3, kappa = 0).")
@@ -256,35 +269,40 @@ class BDAAuto(Aggregator):
 
     def __init__(self, variants=AUTO_VARIANTS, *, criterion: str = "selected",
                  n_folds: int = 5, seed: int = 0, basis: str = "all"):
+        self.variants, self.criterion = variants, criterion
+        self.n_folds, self.seed, self.basis = n_folds, seed, basis
+        self._check_params()
+
+    def _check_params(self) -> None:
+        variants, n_folds = self.variants, self.n_folds
         if isinstance(variants, str) or not isinstance(variants, (list, tuple)) or \
                 not variants or len(set(variants)) != len(variants) or \
                 any(v not in GRIDS for v in variants):
             raise DataError(f"variants must be a non-empty list of distinct BDA arms from "
                             f"{sorted(GRIDS)}, got {variants!r}", field="variants")
-        if criterion not in _AUTO_CRITERIA:
+        if self.criterion not in _AUTO_CRITERIA:
             raise DataError(f"criterion must be one of {list(_AUTO_CRITERIA)}, got "
-                            f"{criterion!r}", field="criterion")
-        if basis not in ("all", "propose", "round0"):
-            raise DataError(f"basis must be 'all', 'propose' or 'round0', got {basis!r}",
+                            f"{self.criterion!r}", field="criterion")
+        if self.basis not in ("all", "propose", "round0"):
+            raise DataError(f"basis must be 'all', 'propose' or 'round0', got {self.basis!r}",
                             field="basis")
         if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or \
                 n_folds < 2:
             raise DataError(f"n_folds must be an integer >= 2, got {n_folds!r}", field="n_folds")
-        self.variants, self.criterion = tuple(variants), criterion
-        self.n_folds, self.seed, self.basis = int(n_folds), seed, basis
 
     def fit(self, data, weights=None) -> "BDAAuto":
         """Fit every variant on the labeled tasks of ``data`` (or of ``weights`` > 0) with the
         same inner folds, keep the one with the lowest :func:`auto_scores`."""
         fits, scores = [], []
-        for variant in self.variants:
-            model = BDA(variant, n_folds=self.n_folds, seed=self.seed, basis=self.basis)
+        variants = tuple(self.variants)
+        for variant in variants:
+            model = BDA(variant, n_folds=int(self.n_folds), seed=self.seed, basis=self.basis)
             sums, n = model._fit(data, weights)
             fits.append(model)
             scores.append(auto_scores(sums, n, self.criterion))
         scores = np.asarray(scores, np.float64)
         best = int(np.argmin(scores))                       # first of exact ties
-        self.variant_, self.best_ = self.variants[best], fits[best]
+        self.variant_, self.best_ = variants[best], fits[best]
         self.variant_brier_ = scores
         rest = np.delete(scores, best)
         self.margin_ = float(rest.min() - scores[best]) if rest.size else float("nan")

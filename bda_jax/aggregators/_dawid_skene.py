@@ -34,11 +34,16 @@ class CouncilDawidSkene(Aggregator):
     def __init__(self, model: str = "one-coin", init="majority", n_iter: int = 100,
                  tol: float = 1e-6, smoothing: float = DEFAULT_SMOOTHING, votes: str = "round0",
                  prior: str = "estimate", seed: int = 0):
-        check_ds_settings(model, prior, n_iter=n_iter, tol=tol, smoothing=smoothing, init=init)
-        if votes not in ("round0", "all"):
-            raise DataError(f"votes must be 'round0' or 'all', got {votes!r}", field="votes")
         self.model, self.init, self.n_iter, self.tol = model, init, n_iter, tol
         self.smoothing, self.votes, self.prior, self.seed = smoothing, votes, prior, seed
+        self._check_params()
+
+    def _check_params(self) -> None:
+        check_ds_settings(self.model, self.prior, n_iter=self.n_iter, tol=self.tol,
+                          smoothing=self.smoothing, init=self.init)
+        if self.votes not in ("round0", "all"):
+            raise DataError(f"votes must be 'round0' or 'all', got {self.votes!r}",
+                            field="votes")
 
     def _votes(self, counts):
         return counts.e0 if self.votes == "round0" else counts.e

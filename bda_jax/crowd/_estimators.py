@@ -55,6 +55,7 @@ from .._core.conformal import (check_alpha, check_set_method, conformal_scores,
 from .._core.counts import Counts, CountsInfo, PairCounts, tally
 from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
+from .._core.params import Params
 from ._dawid_skene import INITS, STRATEGIES, check_ds_settings, dawid_skene_pairs, ds_predict
 from ._glad import glad_em
 from ._mace import METHODS as MACE_METHODS, mace_em
@@ -157,8 +158,15 @@ def _resolve_seed(seed, random_state):
     return 0 if v is None else int(v)
 
 
-class _Crowd:
-    """Shared input handling and outputs of the crowd estimators."""
+class _Crowd(Params):
+    """Shared input handling and outputs of the crowd estimators.
+
+    scikit-learn's parameter protocol (``bda_jax._core.params.Params``): ``get_params`` /
+    ``set_params`` over the constructor's named parameters, so ``sklearn.base.clone`` gives an
+    unfitted copy with the same settings (docs/crowd.md, "scikit-learn compatibility"). Every
+    ``__init__`` stores its arguments unchanged (``None`` stays ``None``: a class default is
+    resolved when fitting) and checks them in ``_check_params``, which every ``fit`` runs
+    first."""
 
     tie_break: str = "random"
     seed: int = 0
@@ -166,8 +174,9 @@ class _Crowd:
     _crowdkit_ties = {"final": "appearance"}
 
     def __init_subclass__(cls, **kwargs):
-        # Each ``fit`` records the gold it was given (``true_labels``) after it succeeds, so
-        # predict_set can refuse to calibrate on labels the fit already read.
+        # Each ``fit`` checks the settings first (``_check_params``) and records the gold it was
+        # given (``true_labels``) after it succeeds, so predict_set can refuse to calibrate on
+        # labels the fit already read.
         super().__init_subclass__(**kwargs)
         fit = cls.__dict__.get("fit")
         if fit is None or getattr(fit, "_records_fit", False):
@@ -175,6 +184,7 @@ class _Crowd:
 
         @functools.wraps(fit)
         def recording_fit(self, *args, **kw):
+            self._check_params()       # settings given by set_params are checked here
             out = fit(self, *args, **kw)
             bound = inspect.signature(fit).bind(self, *args, **kw)
             self.__dict__["_fit_true_labels"] = bound.arguments.get("true_labels")
@@ -182,6 +192,10 @@ class _Crowd:
 
         recording_fit._records_fit = True
         cls.fit = recording_fit
+
+    def _seed(self) -> int:
+        """The seed of the random tie-break (``seed``; MACE also reads ``random_state``)."""
+        return self.seed
 
     def _check_tie_break(self):
         if self.tie_break not in TIE_BREAKS:
@@ -331,7 +345,7 @@ class _Crowd:
             rank[list(order)] = np.arange(len(order))
             tied = mask & (s == s.max(-1, keepdims=True))
             return np.argmin(np.where(tied, rank, K + 1), axis=-1)
-        key = jax.random.key(self.seed) if key is None else key
+        key = jax.random.key(self._seed()) if key is None else key
         return np.asarray(argmax_random_ties(key, scores, mask))
 
     def _labels(self, index, pairs=None):
@@ -402,7 +416,7 @@ class _Crowd:
         labeled = np.flatnonzero(cal_gold >= 0)
         if not labeled.size:
             raise DataError("no calibration label: true_labels names no task", field="true_labels")
-        key = jax.random.key(self.seed) if key is None else key
+        key = jax.random.key(self._seed()) if key is None else key
         k_scores, k_sets = jax.random.split(key)
         proba = np.asarray(self._proba(pairs), np.float64)
         scores = conformal_scores(proba[labeled], cal_gold[labeled],
@@ -480,6 +494,12 @@ class MajorityVote(_Crowd):
 
     def __init__(self, default_skill: float | None = None, on_missing_skill: str = "error", *,
                  tie_break: str = "random", seed: int = 0, votes: str = "round0"):
+        self.default_skill, self.on_missing_skill = default_skill, on_missing_skill
+        self.tie_break, self.seed, self.votes = tie_break, seed, votes
+        self._check_params()
+
+    def _check_params(self) -> None:
+        default_skill, on_missing_skill = self.default_skill, self.on_missing_skill
         if on_missing_skill not in ON_MISSING_SKILL:
             raise DataError(f"on_missing_skill must be one of {ON_MISSING_SKILL}, got "
                             f"{on_missing_skill!r}", field="on_missing_skill")
@@ -494,8 +514,6 @@ class MajorityVote(_Crowd):
                                 f"{default_skill!r}", field="default_skill")
         elif on_missing_skill == "value":
             raise DataError("on_missing_skill='value' needs default_skill", field="default_skill")
-        self.default_skill, self.on_missing_skill = default_skill, on_missing_skill
-        self.tie_break, self.seed, self.votes = tie_break, seed, votes
         self._check_tie_break()
 
     def _entries(self, pairs):
@@ -607,8 +625,13 @@ class Wawa(MajorityVote):
     ``predict_proba(data)`` / ``predict(data)`` weight ``data``'s votes by the fitted skills.
     """
 
+    # not parameters of Wawa (it takes no skills): MajorityVote's defaults, read by its code
+    default_skill = None
+    on_missing_skill = "error"
+
     def __init__(self, *, tie_break: str = "random", seed: int = 0, votes: str = "round0"):
-        super().__init__(tie_break=tie_break, seed=seed, votes=votes)
+        self.tie_break, self.seed, self.votes = tie_break, seed, votes
+        self._check_params()
 
     def fit(self, data, *, true_labels=None) -> "Wawa":
         """Majority vote, agreement skills, skill-weighted vote (``true_labels``: as
@@ -647,7 +670,9 @@ class DawidSkene(_Crowd):
         label, as crowd-kit's) enters the first M-step.
       model: "confusion" (default here) or "one-coin". init: "majority" (crowd-kit), "spectral"
         or "anti". prior: the class prior, "estimate" (crowd-kit; the default here) or
-        "uniform" (the default of :class:`OneCoinDawidSkene`).
+        "uniform" (the default of :class:`OneCoinDawidSkene`). ``None`` (the default of all
+        three) is stored as given and means the class's default, so ``get_params`` and
+        ``sklearn.base.clone`` see the arguments as passed.
       smoothing: additive pseudo-count of every M-step (default 1e-10: crowd-kit's floor).
       error_prior: Dirichlet pseudo-counts added at every M-step: a scalar ``a`` (``a`` on the
         diagonal: diagonal-dominant), [K, K] or [I, K, K] (rows = true label).
@@ -678,20 +703,29 @@ class DawidSkene(_Crowd):
                  criterion: str = "crowdkit", votes: str = "round0", dtype=None,
                  tie_break: str = "random", seed: int = 0):
         self.n_iter, self.tol, self.initial_error_strategy = n_iter, tol, initial_error_strategy
-        self.model = self._model if model is None else model
-        self.init = self._init_default if init is None else init
-        self.prior = self._prior_default if prior is None else prior
+        self.model, self.init, self.prior = model, init, prior
         self.smoothing, self.error_prior = smoothing, error_prior
         self.criterion, self.votes, self.dtype = criterion, votes, dtype
         self.tie_break, self.seed = tie_break, seed
-        check_ds_settings(self.model, self.prior, criterion, n_iter, tol, smoothing)
-        if isinstance(self.init, str) and self.init not in INITS:
-            raise DataError(f"init must be one of {INITS}, got {self.init!r}", field="init")
-        if initial_error_strategy not in STRATEGIES:
+        self._check_params()
+
+    def _settings(self) -> tuple:
+        """``(model, init, prior)``: the arguments, ``None`` resolved to this class's default."""
+        return (self._model if self.model is None else self.model,
+                self._init_default if self.init is None else self.init,
+                self._prior_default if self.prior is None else self.prior)
+
+    def _check_params(self) -> None:
+        model, init, prior = self._settings()
+        check_ds_settings(model, prior, self.criterion, self.n_iter, self.tol, self.smoothing)
+        if isinstance(init, str) and init not in INITS:
+            raise DataError(f"init must be one of {INITS}, got {init!r}", field="init")
+        if self.initial_error_strategy not in STRATEGIES:
             raise DataError(f"initial_error_strategy must be one of {STRATEGIES}, got "
-                            f"{initial_error_strategy!r}", field="initial_error_strategy")
-        if votes not in ("round0", "all"):
-            raise DataError(f"votes must be 'round0' or 'all', got {votes!r}", field="votes")
+                            f"{self.initial_error_strategy!r}", field="initial_error_strategy")
+        if self.votes not in ("round0", "all"):
+            raise DataError(f"votes must be 'round0' or 'all', got {self.votes!r}",
+                            field="votes")
         self._check_tie_break()
 
     def _initial_error(self, initial_error, pairs):
@@ -735,8 +769,9 @@ class DawidSkene(_Crowd):
         pairs = self._pairs(data)
         self._remember(pairs)
         gold = self._gold(pairs, true_labels)
-        res = dawid_skene_pairs(pairs, self.init, self.n_iter, self.tol, self.smoothing,
-                                model=self.model, prior=self.prior, votes=self.votes,
+        model, init, prior = self._settings()
+        res = dawid_skene_pairs(pairs, init, self.n_iter, self.tol, self.smoothing,
+                                model=model, prior=prior, votes=self.votes,
                                 criterion=self.criterion, gold=gold,
                                 error_prior=self.error_prior,
                                 initial_error=self._initial_error(initial_error, pairs),
@@ -768,7 +803,8 @@ class DawidSkene(_Crowd):
 
     def _log_proba(self, pairs):
         votes = crowd_votes(pairs, self.votes, dtype=self.params_.skill.dtype)
-        return np.asarray(ds_predict(votes, self.params_, model=self.model, prior=self.prior))
+        model, _, prior = self._settings()
+        return np.asarray(ds_predict(votes, self.params_, model=model, prior=prior))
 
     def _proba(self, pairs):
         return np.where(np.asarray(pairs.mask), np.exp(self._log_proba(pairs)), 0.0)
@@ -878,13 +914,17 @@ class GLAD(PerTaskModel):
                  labels_priors=None, alphas_priors_mean=None, betas_priors_mean=None,
                  m_step_max_iter: int = 25, m_step_tol: float = 1e-2, *,
                  votes: str = "round0", dtype=None, tie_break: str = "random", seed: int = 0):
-        if not isinstance(silent, (bool, np.bool_)):
-            raise DataError(f"silent must be True or False, got {silent!r}", field="silent")
-        self.n_iter, self.tol, self.silent = n_iter, tol, bool(silent)
+        self.n_iter, self.tol, self.silent = n_iter, tol, silent
         self.labels_priors = labels_priors
         self.alphas_priors_mean, self.betas_priors_mean = alphas_priors_mean, betas_priors_mean
         self.m_step_max_iter, self.m_step_tol = m_step_max_iter, m_step_tol
         self.votes, self.dtype, self.tie_break, self.seed = votes, dtype, tie_break, seed
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if not isinstance(self.silent, (bool, np.bool_)):
+            raise DataError(f"silent must be True or False, got {self.silent!r}",
+                            field="silent")
         self._check_votes()
 
     def _pairs(self, data, fitted=False):
@@ -969,7 +1009,7 @@ class GLAD(PerTaskModel):
         res = glad_em(votes, gold=gold, n_iter=self.n_iter, tol=self.tol,
                       m_step_max_iter=self.m_step_max_iter, m_step_tol=self.m_step_tol,
                       alpha_prior_mean=alpha_mean, log_beta_prior_mean=beta_mean,
-                      class_prior=prior, progress=not self.silent)
+                      class_prior=prior, progress=not bool(self.silent))
         pd = _pd()
         workers = pd.Index(self.workers_, name="worker")
         labels = pd.Index(self.classes_, name="label")
@@ -998,7 +1038,8 @@ class MACE(PerTaskModel):
     crowd-kit uses whatever its ``smoothing`` says (crowd-kit never reads that argument); giving
     one with ``method="vb"``, which has no use for it, is a :class:`DataError`;
     ``default_noise``, ``alpha``, ``beta`` (0.5 each); ``random_state``: crowd-kit's name for
-    ``seed`` (either; both and different: :class:`DataError`; neither: 0); ``verbose``: 0
+    ``seed`` (either; both and different: :class:`DataError`; neither: 0; both are stored as
+    given, ``None`` included, and resolved when fitting); ``verbose``: 0
     (default) quiet, 1 one stderr line per restart with its final log-likelihood, 2 also one per
     iteration of each restart — written when the compiled loop returns, since all restarts run
     together in it (crowd-kit shows live progress bars). Keyword-only (ours): ``votes``,
@@ -1016,27 +1057,36 @@ class MACE(PerTaskModel):
                  alpha: float = 0.5, beta: float = 0.5, random_state: int | None = None,
                  verbose: int = 0, *, votes: str = "round0", tie_break: str = "random",
                  seed: int | None = None):
-        if method not in MACE_METHODS:
-            raise DataError(f"method must be one of {MACE_METHODS}, got {method!r}",
-                            field="method")
-        if smoothing is not None and method == "vb":
-            raise DataError("smoothing is the pseudo-count of method='em'; 'vb' does not read it "
-                            "(crowd-kit never reads its smoothing argument: it uses 0.01 / K, the "
-                            "default here); drop it or use method='em'", field="smoothing")
-        if isinstance(verbose, (bool, np.bool_)) or not isinstance(verbose, (int, np.integer)) \
-                or verbose < 0:
-            raise DataError(f"verbose must be an int >= 0, got {verbose!r}", field="verbose")
         self.n_restarts, self.n_iter, self.method = n_restarts, n_iter, method
         self.smoothing, self.default_noise = smoothing, default_noise
         self.alpha, self.beta = alpha, beta
-        self.seed = self.random_state = _resolve_seed(seed, random_state)
-        self.verbose = int(verbose)
+        self.random_state, self.seed = random_state, seed
+        self.verbose = verbose
         self.votes, self.tie_break = votes, tie_break
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if self.method not in MACE_METHODS:
+            raise DataError(f"method must be one of {MACE_METHODS}, got {self.method!r}",
+                            field="method")
+        if self.smoothing is not None and self.method == "vb":
+            raise DataError("smoothing is the pseudo-count of method='em'; 'vb' does not read it "
+                            "(crowd-kit never reads its smoothing argument: it uses 0.01 / K, the "
+                            "default here); drop it or use method='em'", field="smoothing")
+        verbose = self.verbose
+        if isinstance(verbose, (bool, np.bool_)) or not isinstance(verbose, (int, np.integer)) \
+                or verbose < 0:
+            raise DataError(f"verbose must be an int >= 0, got {verbose!r}", field="verbose")
+        self._seed()
         self._check_votes()
+
+    def _seed(self) -> int:
+        """One seed from ``seed`` and ``random_state`` (either; both: equal; neither: 0)."""
+        return _resolve_seed(self.seed, self.random_state)
 
     def fit(self, data, true_labels=None) -> "MACE":
         pairs, gold, votes = self._votes(data, true_labels)
-        res = mace_em(jax.random.key(self.seed), votes, gold=gold,
+        res = mace_em(jax.random.key(self._seed()), votes, gold=gold,
                       n_restarts=self.n_restarts, n_iter=self.n_iter,
                       method=self.method, alpha=self.alpha, beta=self.beta,
                       smoothing=self.smoothing, default_noise=self.default_noise)

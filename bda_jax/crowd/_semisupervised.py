@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.checks import positive_int
+from .._core.checks import is_int, positive_int
 from .._core.counts import PairCounts
 from .._core.errors import DataError
 from ._estimators import PerTaskModel
@@ -209,7 +209,11 @@ def semisupervised_em(votes: CrowdVotes, gold, crowd, kappa, tau, *, model: str,
 
 
 def _check_grid(values, name):
-    out = np.asarray(values, np.float64).reshape(-1)
+    """``values`` as a flat float64 array of positive numbers, else a DataError naming ``name``."""
+    try:
+        out = np.asarray(values, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        out = np.zeros(0)
     if out.size == 0 or not np.all(np.isfinite(out) & (out > 0)):
         raise DataError(f"{name} must be a non-empty list of positive numbers, got {values!r}",
                         field=name)
@@ -245,19 +249,32 @@ class SemiSupervisedBDA(PerTaskModel):
     ['x', 'y']
     """
 
+    #: the votes read: round 0 (a class setting, not a constructor parameter)
+    votes = "round0"
+
     def __init__(self, model: str = "auto",
                  kappa_grid: Sequence[float] = (2.0, 8.0, 32.0, 128.0),
                  tau_grid: Sequence[float] = (0.5, 0.75, 1.0), folds: int = 5, seed: int = 0,
                  n_iter: int = 100, tol: float = 1e-5, *, tie_break: str = "random"):
-        if model not in MODELS + ("auto",):
-            raise DataError(f"model must be one of {MODELS + ('auto',)}, got {model!r}",
+        self.model, self.folds, self.seed = model, folds, seed
+        self.kappa_grid, self.tau_grid = kappa_grid, tau_grid
+        self.n_iter, self.tol, self.tie_break = n_iter, tol, tie_break
+        self._check_params()
+
+    def _check_params(self) -> None:
+        if self.model not in MODELS + ("auto",):
+            raise DataError(f"model must be one of {MODELS + ('auto',)}, got {self.model!r}",
                             field="model")
-        positive_int(folds, "folds", 2)
-        self.model, self.folds, self.seed = model, folds, int(seed)
-        self.kappa_grid = _check_grid(kappa_grid, "kappa_grid")
-        self.tau_grid = _check_grid(tau_grid, "tau_grid")
-        self.n_iter, self.tol = int(n_iter), float(tol)
-        self.votes, self.tie_break = "round0", tie_break
+        positive_int(self.folds, "folds", 2)
+        if not is_int(self.seed):
+            raise DataError(f"seed must be an integer, got {self.seed!r}", field="seed")
+        _check_grid(self.kappa_grid, "kappa_grid")
+        _check_grid(self.tau_grid, "tau_grid")
+        positive_int(self.n_iter, "n_iter")
+        if isinstance(self.tol, (bool, np.bool_)) or \
+                not isinstance(self.tol, (int, float, np.integer, np.floating)) or \
+                not np.isfinite(self.tol) or self.tol < 0:
+            raise DataError(f"tol must be a finite number >= 0, got {self.tol!r}", field="tol")
         self._check_votes()
 
     # ------------------------------------------------------------------ fit
@@ -273,6 +290,9 @@ class SemiSupervisedBDA(PerTaskModel):
             raise DataError("semi-supervised BDA needs some gold labels (true_labels)",
                             field="true_labels")
         models = MODELS if self.model == "auto" else (self.model,)
+        kappa_grid = _check_grid(self.kappa_grid, "kappa_grid")
+        tau_grid = _check_grid(self.tau_grid, "tau_grid")
+        n_iter, tol = int(self.n_iter), float(self.tol)
         if "confusion" in models and not (mask.all() or pairs.vocab is not None):
             models = tuple(m for m in models if m != "confusion")
             if not models:
@@ -283,14 +303,14 @@ class SemiSupervisedBDA(PerTaskModel):
         def em(g, m, kappa, tau):
             crowd = jnp.asarray(crowd_prior(votes, g, m), jnp.float32)
             return jax.vmap(lambda k, t: semisupervised_em(
-                votes, g, crowd, k, t, model=m, n_max=n_max, n_iter=self.n_iter,
-                tol=self.tol))(jnp.asarray(kappa, jnp.float32), jnp.asarray(tau, jnp.float32))
+                votes, g, crowd, k, t, model=m, n_max=n_max, n_iter=n_iter,
+                tol=tol))(jnp.asarray(kappa, jnp.float32), jnp.asarray(tau, jnp.float32))
 
-        grid = [(k, t) for k in self.kappa_grid for t in self.tau_grid]
+        grid = [(k, t) for k in kappa_grid for t in tau_grid]
         kappas, taus = [k for k, _ in grid], [t for _, t in grid]
         cv = []
         if labeled.size >= 2 * self.folds and len(grid) * len(models) > 1:
-            rng = np.random.default_rng(self.seed)
+            rng = np.random.default_rng(int(self.seed))
             fold_of = np.empty(labeled.size, np.int64)
             fold_of[rng.permutation(labeled.size)] = np.arange(labeled.size) % self.folds
             for m in models:

@@ -37,11 +37,14 @@ def test_the_documented_numbers(skewed):
 
 
 def test_defaults_and_the_fitted_prior(skewed):
-    assert BDAConfusion().class_prior is True and BDA("bda-confusion").class_prior is True
-    assert BDAPerAgent().class_prior is False and BDA("bda-tempered").class_prior is False
-    assert make_arm("bda-confusion").class_prior is True
+    # stored as given (scikit-learn's contract); fits_class_prior is the arm's reading
+    assert BDAConfusion().class_prior is None and BDAConfusion().fits_class_prior is True
+    assert BDA("bda-confusion").fits_class_prior is True
+    assert BDAPerAgent().fits_class_prior is False and BDA("bda-tempered").fits_class_prior is False
+    assert make_arm("bda-confusion").fits_class_prior is True
     uniform = make_arm("bda-confusion-uniform")
-    assert (uniform.arm, uniform.class_prior) == ("bda-confusion", False)
+    assert (uniform.arm, uniform.class_prior, uniform.fits_class_prior) == \
+        ("bda-confusion", False, False)
     with pytest.raises(bda.DataError, match="class_prior"):
         BDAConfusion(class_prior="train")
     # the fitted pi0 is the add-one gold frequency of the training tasks alone
@@ -61,5 +64,5 @@ def test_model_files_record_the_prior(skewed, tmp_path):
         path = tmp_path / f"{arm}.json"
         save_model(path, model, counts_fingerprint=counts)
         back = load_model(path).estimator
-        assert back.class_prior is flag and (back.log_prior_ is None) is (not flag)
+        assert back.fits_class_prior is flag and (back.log_prior_ is None) is (not flag)
         np.testing.assert_array_equal(back.predict_proba(counts), model.predict_proba(counts))
