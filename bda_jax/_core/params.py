@@ -27,11 +27,34 @@ given through ``set_params`` or an attribute fails there, with the same
 """
 from __future__ import annotations
 
+import functools
 import inspect
 
 from .errors import DataError
 
-__all__ = ["Params"]
+__all__ = ["Params", "wrap_fit"]
+
+
+def wrap_fit(cls, after) -> None:
+    """Wrap the ``fit`` defined on ``cls`` (if any; once): the settings are checked first
+    (``self._check_params()``: values given by ``set_params`` reach no fit unchecked) and, after
+    the fit succeeds, ``after(self, bound)`` runs with the call's
+    :class:`inspect.BoundArguments` (``bound.arguments`` by parameter name). The estimator
+    bases call it from ``__init_subclass__`` to remember what a fit was given."""
+    fit = cls.__dict__.get("fit")
+    if fit is None or getattr(fit, "_wrapped_fit", False):
+        return
+    signature = inspect.signature(fit)
+
+    @functools.wraps(fit)
+    def checked_fit(self, *args, **kw):
+        self._check_params()
+        out = fit(self, *args, **kw)
+        after(self, signature.bind(self, *args, **kw))
+        return out
+
+    checked_fit._wrapped_fit = True
+    cls.fit = checked_fit
 
 
 class Params:

@@ -3,7 +3,6 @@ surface."""
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 from typing import Sequence
 
@@ -15,7 +14,7 @@ from .._core.conformal import (check_alpha, check_set_method, conformal_scores,
 from .._core.counts import Counts, tally
 from .._core.decisions import decide
 from .._core.errors import DataError
-from .._core.params import Params
+from .._core.params import Params, wrap_fit
 
 __all__ = ["Aggregator"]
 
@@ -39,25 +38,12 @@ class Aggregator(Params):
     agents_: tuple[str, ...] | None = None
 
     def __init_subclass__(cls, **kwargs):
-        # Every subclass ``fit`` checks the settings first (``_check_params``: values given by
-        # set_params reach no fit unchecked) and records its arguments after it succeeds (not
-        # saved in model files: the name starts with "_"), so predict_set can split the labeled
-        # tasks the estimator was fitted on and refit without its calibration share.
+        # Every subclass ``fit`` checks the settings first and records its arguments after it
+        # succeeds (not saved in model files: the name starts with "_"), so predict_set can
+        # split the labeled tasks the estimator was fitted on and refit without its
+        # calibration share.
         super().__init_subclass__(**kwargs)
-        fit = cls.__dict__.get("fit")
-        if fit is None or getattr(fit, "_records_fit", False):
-            return
-
-        @functools.wraps(fit)
-        def recording_fit(self, *args, **kw):
-            self._check_params()       # settings given by set_params are checked here
-            out = fit(self, *args, **kw)
-            self.__dict__["_fit_record"] = (args, kw)
-            self.__dict__.pop("_set_calibration", None)
-            return out
-
-        recording_fit._records_fit = True
-        cls.fit = recording_fit
+        wrap_fit(cls, _record_fit)
 
     def _counts(self, data, **options) -> Counts:
         if isinstance(data, Counts):
@@ -190,3 +176,8 @@ def _call_arguments(bound: inspect.BoundArguments, **override) -> tuple[list, di
         else:
             kwargs[name] = value
     return args, kwargs
+
+
+def _record_fit(model: Aggregator, bound: inspect.BoundArguments) -> None:
+    model.__dict__["_fit_record"] = (bound.args[1:], bound.kwargs)
+    model.__dict__.pop("_set_calibration", None)

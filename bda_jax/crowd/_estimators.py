@@ -42,8 +42,6 @@ also accepts ``true_labels`` and ``initial_error`` (crowd-kit's one-coin does no
 """
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Sequence
 
 import jax
@@ -55,7 +53,7 @@ from .._core.conformal import (check_alpha, check_set_method, conformal_scores,
 from .._core.counts import Counts, CountsInfo, PairCounts, tally
 from .._core.decisions import argmax_random_ties, vote_shares
 from .._core.errors import DataError
-from .._core.params import Params
+from .._core.params import Params, wrap_fit
 from ._dawid_skene import INITS, STRATEGIES, check_ds_settings, dawid_skene_pairs, ds_predict
 from ._glad import glad_em
 from ._mace import METHODS as MACE_METHODS, mace_em
@@ -174,24 +172,12 @@ class _Crowd(Params):
     _crowdkit_ties = {"final": "appearance"}
 
     def __init_subclass__(cls, **kwargs):
-        # Each ``fit`` checks the settings first (``_check_params``) and records the gold it was
-        # given (``true_labels``) after it succeeds, so predict_set can refuse to calibrate on
-        # labels the fit already read.
+        # Each ``fit`` checks the settings first and records the gold it was given
+        # (``true_labels``) after it succeeds, so predict_set can refuse to calibrate on labels
+        # the fit already read.
         super().__init_subclass__(**kwargs)
-        fit = cls.__dict__.get("fit")
-        if fit is None or getattr(fit, "_records_fit", False):
-            return
-
-        @functools.wraps(fit)
-        def recording_fit(self, *args, **kw):
-            self._check_params()       # settings given by set_params are checked here
-            out = fit(self, *args, **kw)
-            bound = inspect.signature(fit).bind(self, *args, **kw)
-            self.__dict__["_fit_true_labels"] = bound.arguments.get("true_labels")
-            return out
-
-        recording_fit._records_fit = True
-        cls.fit = recording_fit
+        wrap_fit(cls, lambda model, bound: model.__dict__.__setitem__(
+            "_fit_true_labels", bound.arguments.get("true_labels")))
 
     def _seed(self) -> int:
         """The seed of the random tie-break (``seed``; MACE also reads ``random_state``)."""
