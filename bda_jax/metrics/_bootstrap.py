@@ -70,7 +70,8 @@ class BootstrapResult(NamedTuple):
     """Paired bootstrap of arm a against arm b (plain Python numbers; ``._asdict()`` is JSON).
 
     ``delta`` = statistic(a) - statistic(b) on the full data; ``ci_low``, ``ci_high`` the
-    percentile interval of the resampled deltas; ``p_win`` the fraction of resamples in which a is
+    percentile interval of the resampled deltas (or, with ``interval="centred"``, that interval
+    moved onto ``delta``); ``p_win`` the fraction of resamples in which a is
     strictly better than b; ``n_resamples`` the resamples used (those with a defined statistic);
     ``n_units`` the number of resampled units (tasks, or clusters).
     """
@@ -95,10 +96,31 @@ def _units(clusters, T):
     return inv.reshape(T).astype(np.int32), int(inv.max()) + 1
 
 
-def _finish(deltas, delta, higher_is_better, level, n_units) -> BootstrapResult:
+# the intervals paired_bootstrap and paired_bootstrap_stat report
+_INTERVALS = ("percentile", "centred")
+
+
+def _check_interval(interval) -> None:
+    if interval not in _INTERVALS:
+        raise DataError(f"interval must be one of {_INTERVALS}, got {interval!r}",
+                        field="interval")
+
+
+def _centre(draws, estimate, lo, hi) -> tuple[float, float]:
+    """The percentile interval [lo, hi] of ``draws`` moved so that their median sits on
+    ``estimate``: [estimate - (median - lo), estimate + (hi - median)]. Quantiles are monotone
+    in their level, so lo <= median <= hi and the interval always holds ``estimate``."""
+    med = float(np.quantile(draws, 0.5))
+    return float(estimate) - (med - lo), float(estimate) + (hi - med)
+
+
+def _finish(deltas, delta, higher_is_better, level, n_units,
+            interval="percentile") -> BootstrapResult:
     deltas, lo, hi = _percentile_interval(deltas, level)
     if deltas.size == 0:
         return BootstrapResult(float(delta), math.nan, math.nan, math.nan, 0, n_units)
+    if interval == "centred":
+        lo, hi = _centre(deltas, delta, lo, hi)
     win = deltas > 0 if higher_is_better else deltas < 0
     return BootstrapResult(float(delta), lo, hi, float(win.mean()), int(deltas.size), n_units)
 
@@ -155,7 +177,8 @@ def _boot_stat(key, stat_fn, data_a, data_b, unit, n_units, n_resamples, batch_s
 
 
 def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None, *,
-                     higher_is_better=True, level=0.95, batch_size=None) -> BootstrapResult:
+                     higher_is_better=True, level=0.95, batch_size=None,
+                     interval="percentile") -> BootstrapResult:
     """Paired bootstrap of a per-task mean ([BDA] §5 and Appendix D.2: 10,000 resamples).
 
     ``metric_a``, ``metric_b`` [T]: per-task contributions of two arms on the same tasks (e.g.
@@ -173,11 +196,23 @@ def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None,
     whatever ``batch_size`` (resamples evaluated at once; default: about 4M drawn indices per
     batch, so memory stays flat in T).
 
+    ``interval``: ``"percentile"`` (default, above) or ``"centred"``: the same percentile
+    interval moved so that the resampled deltas' median sits on ``delta``,
+    [delta - (median - low), delta + (high - median)]. The percentile interval estimates where
+    the *resampled* statistic falls; for a biased statistic (ECE: the absolute value in each
+    bin makes every resample's ECE exceed a near-zero one, e.g. of a well-calibrated or a
+    constant-confidence arm) that whole distribution can sit above the full-data value, and so
+    can the BCa and basic (pivotal) intervals, whose end points are quantiles of the same draws
+    (the basic interval holds the estimate exactly when the percentile interval does). The
+    centred interval keeps the bootstrap's spread and skew but not its median bias, so it
+    always holds ``delta``. For a mean (this function) the two nearly coincide.
+
     >>> r = paired_bootstrap(jax.random.key(0), [1, 1, 1, 0], [0, 1, 0, 0], n_resamples=200)
     >>> r.delta, r.p_win > 0.8
     (0.5, True)
     """
     _check_common(key, n_resamples, level)
+    _check_interval(interval)
     a = np.asarray(metric_a, np.float64)
     b = np.asarray(metric_b, np.float64)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
@@ -195,12 +230,12 @@ def paired_bootstrap(key, metric_a, metric_b, n_resamples=10_000, clusters=None,
     ft = default_float()
     deltas = _boot_ratio(key, jnp.asarray(unit_sum, ft), jnp.asarray(unit_size, ft),
                          int(n_resamples), bs)
-    return _finish(deltas, d.mean(), higher_is_better, level, G)
+    return _finish(deltas, d.mean(), higher_is_better, level, G, interval)
 
 
 def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], data_a, data_b,
                           n_resamples=10_000, clusters=None, *, higher_is_better=True, level=0.95,
-                          batch_size=None) -> BootstrapResult:
+                          batch_size=None, interval="percentile") -> BootstrapResult:
     """Paired bootstrap of any weighted statistic, e.g. ECE ([BDA] §5, Appendix D.2).
 
     ``stat_fn(data, weights) -> scalar``: ``data`` a pytree of arrays with a leading task axis T
@@ -213,7 +248,9 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
     batches under ``jax.lax.map``; resamples where a statistic is NaN are dropped (counted out of
     ``n_resamples``). For ECE pass ``higher_is_better=False``. ``stat_fn`` is a static argument
     of the compiled bootstrap: reuse one function object across calls (e.g. one per metric, not a
-    fresh lambda per arm) and same-shaped calls reuse the compilation.
+    fresh lambda per arm) and same-shaped calls reuse the compilation. ``interval``:
+    ``"percentile"`` or ``"centred"`` as in :func:`paired_bootstrap`; use ``"centred"`` for a
+    biased statistic such as ECE, whose percentile interval can miss its own estimate.
 
     >>> from bda_jax.metrics import ece
     >>> stat = lambda d, w: ece(d[0], d[1], weights=w)
@@ -225,6 +262,7 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
     (-0.3, True)
     """
     _check_common(key, n_resamples, level)
+    _check_interval(interval)
     leaves = jax.tree_util.tree_leaves(data_a) + jax.tree_util.tree_leaves(data_b)
     if not leaves:
         raise DataError("data_a and data_b must hold arrays", field="data_a")
@@ -238,7 +276,7 @@ def paired_bootstrap_stat(key, stat_fn: Callable[[Any, jax.Array], jax.Array], d
     delta = float(_full_stat_delta(stat_fn, data_a, data_b, T))
     bs = int(batch_size) if batch_size else max(1, min(n_resamples, (1 << 20) // max(T, G)))
     deltas = _boot_stat(key, stat_fn, data_a, data_b, jnp.asarray(unit), G, int(n_resamples), bs)
-    return _finish(deltas, delta, higher_is_better, level, G)
+    return _finish(deltas, delta, higher_is_better, level, G, interval)
 
 
 @partial(jax.jit, static_argnames=("stat_fn", "T"))

@@ -50,13 +50,14 @@ import numpy as np
 from .._core.errors import DataError
 from .._core.version import __version__
 from .._core.fitting import labeled_count
+from ._evaluation import confidence_flags
 from ._html import RESULTS_KIND, SCHEMA_VERSION
 from ._json import strict_json
 
 __all__ = ["run_demo", "demo_config", "SCHEMA_VERSION", "RESULTS_KIND", "CACHE_NAME"]
 
 CACHE_NAME = "demo-cache.jsonl"
-_CACHE_VERSION = 2          # bump when a cell's value changes meaning: old caches are reset
+_CACHE_VERSION = 3          # bump when a cell's value changes meaning: old caches are reset
 
 _BLUEBIRDS_ARMS_QUICK = ("majority", "bda-confusion")
 _COUNCIL_ARMS_QUICK = ("majority", "bda-per-agent", "bda-confusion")
@@ -230,6 +231,11 @@ def _fingerprint(cfg: dict, inputs: dict) -> str:
 
 # --------------------------------------------------------------------------- one dataset
 
+#: the bootstrap interval of each metric in an arm's ``ci`` (see paired_bootstrap's ``interval``)
+_CI_METHOD = {"accuracy": "percentile", "brier_mc": "percentile",
+              "ece_ew": "centred percentile (clipped to [0, 1])"}
+
+
 def _ece_ew_stat(data, w):
     from ..metrics import ece
     return ece(data[0], data[1], weights=w)
@@ -259,14 +265,18 @@ def _arm_cell(counts, arm: str, folds, cfg: dict) -> dict:
     zeros = np.zeros_like(corr)
     acc = paired_bootstrap(key, corr, zeros, n_res, clusters)
     bri = paired_bootstrap(key, bm, zeros, n_res, clusters, higher_is_better=False)
+    # ECE is biased upwards (|.| per bin): its percentile interval can lie wholly above the
+    # estimate (a well-calibrated or constant-confidence arm), so it gets the centred interval,
+    # which always holds it; accuracy and Brier are means, whose percentile interval is kept
     ece = paired_bootstrap_stat(key, _ece_ew_stat, (conf, corr), (corr, corr), n_res, clusters,
-                                higher_is_better=False)
+                                higher_is_better=False, interval="centred")
     bins = reliability_bins(conf, corr)
     return {
         "row": row,
         "ci": {"accuracy": [acc.ci_low, acc.ci_high], "brier_mc": [bri.ci_low, bri.ci_high],
-               "ece_ew": [ece.ci_low, ece.ci_high], "n_resamples": n_res,
-               "n_units": acc.n_units},
+               "ece_ew": [max(0.0, ece.ci_low), min(1.0, ece.ci_high)], "n_resamples": n_res,
+               "n_units": acc.n_units, "method": dict(_CI_METHOD)},
+        "calibration": confidence_flags(conf),
         "vs_reference": ev.bootstrap.get(arm),
         "selected": ev.selected.get(arm),
         "bins": {"count": _round(bins.count, 3), "confidence": _round(bins.confidence),
@@ -313,8 +323,15 @@ def _dataset_block(name: str, title: str, counts, cells: _Cells, cfg: dict, *,
                                           adversaries))
     T, I, K = (int(d) for d in np.asarray(counts.e).shape)
     labeled = labeled_count(counts)
+    stated = int(np.isfinite(np.asarray(counts.conf0)).sum())
+    for a in arms:
+        if a["arm"] == "verbalized" and stated == 0:
+            a["not_ranked"] = ("the data states no confidences, so the verbalized vote has no "
+                               "input: every task gets the uniform distribution and a random "
+                               "answer")
     block = {"name": name, "title": title, "n_tasks": T, "n_agents": I, "K": K,
-             "n_labeled": labeled, "reference": cfg["reference"], "folds": cfg["folds"],
+             "n_labeled": labeled, "stated_confidences": stated,
+             "reference": cfg["reference"], "folds": cfg["folds"],
              "arms": arms, "weights": weights}
     block.update(extra or {})
     return block
@@ -385,8 +402,12 @@ def _sleeper(cells: _Cells, cfg: dict, inputs: dict) -> dict | None:
     study = run.result["per_seed"][str(seed)]
     keep = ("f", "arm", "accuracy", "ece_ew", "brier_mc", "drift", "floor", "drift_ratio",
             "alarm")
+    seats = [{"f": m["f"], "agents": list(m["agents"]),
+              "ratio": _round(m["ratio"]), "alarm": [bool(a) for a in m["alarm"]]}
+             for m in study["monitor"]]
     return {"arms": s["arms"], "f_grid": s["f_grid"],
             "table": [{k: r[k] for k in keep} for r in study["table"]],
+            "monitor": seats,
             "n_tasks": study["config"]["n_tasks"],
             "reliabilities": rel, "compliance": s["compliance"], "factor": 2.0,
             "setup": "a persistent two-seat coalition (A1, A2) that turns adversarial; a "

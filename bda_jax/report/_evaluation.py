@@ -10,10 +10,43 @@ from .._core.traces import Trace
 from .._core.version import __version__
 from ._json import strict_json
 
-__all__ = ["EVALUATION_KIND", "evaluation_results"]
+__all__ = ["EVALUATION_KIND", "CONSTANT_CONFIDENCE_SPREAD", "confidence_flags",
+           "evaluation_results"]
 
 #: ``kind`` of the document :func:`evaluation_results` returns.
 EVALUATION_KIND = "bda_jax.evaluation"
+
+#: an arm whose scored confidences span at most this much (max - min) has constant confidence
+CONSTANT_CONFIDENCE_SPREAD = 0.02
+
+
+def confidence_flags(confidence) -> dict:
+    """How much an arm's confidences vary, and whether it may be ranked on calibration.
+
+    ``confidence`` [n]: the top-label confidence scored on each labeled task (NaN entries are
+    dropped). Returns ``{"n", "min", "max", "spread", "sd", "constant_confidence"}``:
+    ``spread`` = max - min, ``sd`` the population standard deviation, and
+    ``constant_confidence`` true when ``spread`` <= :data:`CONSTANT_CONFIDENCE_SPREAD`. An arm
+    that states (nearly) one confidence for every task puts all of them in one bin: its ECE is
+    |confidence - accuracy|, a statement about the accuracy level, not about calibration, so the
+    report flags it and never ranks it on ECE.
+
+    >>> confidence_flags([0.5, 0.5, 0.5])["constant_confidence"]
+    True
+    >>> confidence_flags([0.5, 0.9])["spread"]
+    0.4
+    """
+    import numpy as np
+
+    c = np.asarray(confidence, np.float64).ravel()
+    c = c[np.isfinite(c)]
+    if c.size == 0:
+        return {"n": 0, "min": None, "max": None, "spread": None, "sd": None,
+                "constant_confidence": False}
+    spread = float(c.max() - c.min())
+    return {"n": int(c.size), "min": round(float(c.min()), 6), "max": round(float(c.max()), 6),
+            "spread": round(spread, 6), "sd": round(float(c.std()), 6),
+            "constant_confidence": bool(spread <= CONSTANT_CONFIDENCE_SPREAD)}
 
 
 def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: int = 5,
@@ -45,7 +78,9 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
 
     Returns the document of ``bda evaluate --out``: ``table``, ``bootstrap`` (paired cluster
     bootstrap against ``reference``), ``selected``, ``methods`` (per method arm: reads the
-    council, gamma, parse report, calibration note, ledger), ``folds``, the data's sizes and
+    council, gamma, parse report, calibration note, ledger), ``calibration`` (per arm: the
+    spread of its scored confidences, :func:`confidence_flags`; a constant-confidence arm is
+    never ranked on ECE by the report), ``folds``, the data's sizes and
     ``cells`` (how many arms the cache held).
     """
     from .._core.cache import CellCache, fingerprint
@@ -81,7 +116,8 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                           reference=reference, n_resamples=n_resamples, **sets)
             row = next(r for r in ev.table if r["arm"] == arm)
             return strict_json({"row": row, "bootstrap": ev.bootstrap.get(arm),
-                                "selected": ev.selected.get(arm)})
+                                "selected": ev.selected.get(arm),
+                                "calibration": _flags(ev, arm, counts)})
         cells[arm] = compute() if store is None else store.get_or_compute(arm, compute)
     method_info = {}
     total = len(all_arms) + len(methods)
@@ -92,7 +128,8 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
                       reference=reference, n_resamples=n_resamples, **sets)
         row = next(r for r in ev.table if r["arm"] == method.name)
         cells[method.name] = strict_json({"row": row, "bootstrap": ev.bootstrap.get(method.name),
-                                          "selected": None})
+                                          "selected": None,
+                                          "calibration": _flags(ev, method.name, counts)})
         method_info[method.name] = strict_json(ev.methods[method.name])
     all_arms = all_arms + [m.name for m in methods]
     if progress is not None:
@@ -109,9 +146,28 @@ def evaluation_results(traces: Sequence[Trace], arms: Sequence[str], *, folds: i
             "selected": {a: cells[a]["selected"] for a in all_arms
                          if cells[a]["selected"] is not None},
             "methods": method_info,
+            "calibration": {a: cells[a]["calibration"] for a in all_arms
+                            if cells[a].get("calibration") is not None},
             "sets": None if set_alpha is None else {"alpha": set_alpha, "method": set_method,
                                                     "fraction": set_fraction},
             "folds": outer.tolist(),
             "cells": {"cache": None if cache is None else str(cache), "loaded": cached,
                       "computed": len(all_arms) - len(methods) - cached}}
 
+
+def _flags(ev, arm: str, counts) -> dict | None:
+    """:func:`confidence_flags` of ``arm``'s scored confidences on the labeled tasks of an
+    :class:`~bda_jax.Evaluation` (its own ``confidence`` where it has one, else the top
+    out-of-fold probability)."""
+    import numpy as np
+
+    labeled = (np.asarray(counts.gold) >= 0) | np.asarray(counts.gold_missing, bool)
+    conf = (ev.confidence or {}).get(arm)
+    if conf is None:
+        proba = ev.proba.get(arm)
+        if proba is None:
+            return None
+        p = np.where(np.asarray(counts.mask, bool), np.asarray(proba, np.float64), -np.inf)
+        conf = p.max(-1)
+    conf = np.asarray(conf, np.float64)
+    return confidence_flags(conf[labeled]) if conf.shape == labeled.shape else None

@@ -72,8 +72,9 @@ def evaluation_as_report(ev: dict, path=None) -> dict:
     sel = ev.get("selected") or {}
     stem = Path(file).stem if file is not None else "evaluation"
     name = Path(str(ev.get("traces") or stem)).name
+    cal = ev.get("calibration") or {}
     arms = [{"arm": r["arm"], "row": r, "vs_reference": boot.get(r["arm"]),
-             "selected": sel.get(r["arm"])} for r in table]
+             "selected": sel.get(r["arm"]), "calibration": cal.get(r["arm"])} for r in table]
     block = {"title": f"bda evaluate — {name}", "name": name, "n_tasks": ev.get("n_tasks"),
              "n_labeled": ev.get("n_labeled"), "n_agents": len(ev.get("agents") or []) or None,
              "K": ev.get("K_max"), "folds": ev.get("n_folds"), "source": ev.get("traces"),
@@ -188,6 +189,9 @@ def _fig_reliability(arm: dict) -> str:
         share = count[m] / total if m < len(count) and math.isfinite(count[m]) else 0.0
         ax.bar(centers[m], acc[m], width=1.0 / M, color="#1f77b4",
                alpha=0.35 + 0.65 * min(1.0, 3 * share), edgecolor="white", lw=0.5)
+        if m < len(count) and math.isfinite(count[m]):
+            ax.text(centers[m], min(acc[m], 0.9) + 0.02, f"{count[m]:.0f}", ha="center",
+                    va="bottom", fontsize=6, color="#333", parse_math=False)
         if m < len(conf) and math.isfinite(conf[m]):
             ax.plot([conf[m]], [acc[m]], "o", ms=3, color="#d62728")
     ax.set_xlim(0, 1)
@@ -195,10 +199,21 @@ def _fig_reliability(arm: dict) -> str:
     ax.set_xlabel("confidence", fontsize=8)
     ax.set_ylabel("accuracy", fontsize=8)
     row = arm.get("row") or {}
-    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}", fontsize=9,
+    flag = "  (constant conf.)" if _constant(arm) else ""
+    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}{flag}", fontsize=9,
                  parse_math=False)
     ax.tick_params(labelsize=7)
     return _png(fig)
+
+
+def _bin_counts(bins: dict) -> str:
+    """The tasks per non-empty confidence bin of a reliability diagram, as caption HTML."""
+    count = [_f(v) for v in bins.get("count") or []]
+    M = len(count)
+    parts = [f"[{m / M:.1f}, {(m + 1) / M:.1f}{']' if m == M - 1 else ')'}: {c:.0f}"
+             for m, c in enumerate(count) if math.isfinite(c) and c > 0]
+    total = sum(c for c in count if math.isfinite(c))
+    return _e(f"tasks per bin ({total:.0f} in all): " + ("; ".join(parts) or "none"))
 
 
 def _fig_weights(weights: dict, sort: bool) -> str:
@@ -278,22 +293,56 @@ def _fig_sleeper(sl: dict) -> str:
     ax1.set_ylabel("deployment accuracy", fontsize=8)
     ax1.set_ylim(-0.02, 1.02)
     _legend(ax1, fontsize=7)
-    first = {}
-    for r in sl["table"]:
-        first.setdefault(_f(r["f"]), r)
-    fs = sorted(first)
-    ax2.plot(fs, [_f(first[f].get("drift_ratio")) for f in fs], "o-", ms=3, color="#444",
-             label="drift / noise floor")
     factor = _f(sl.get("factor", 2.0))
+    seats = _seat_ratios(sl)
+    if seats:
+        # the alarm fires per seat (drift_i > factor * floor_i): plot each seat's ratio and the
+        # largest, the statistic the alarm compares with the factor
+        fs = sorted(seats)
+        agents = list(dict.fromkeys(a for f in fs for a in seats[f]))
+        for j, agent in enumerate(agents):
+            ax2.plot(fs, [seats[f].get(agent, (math.nan, False))[0] for f in fs], "-", lw=0.9,
+                     color=_COLORS[(j + 3) % len(_COLORS)], alpha=0.8,
+                     label=_label(f"seat {agent}"))
+        top = [max((v for v, _ in seats[f].values() if math.isfinite(v)), default=math.nan)
+               for f in fs]
+        ax2.plot(fs, top, "o-", ms=3.5, lw=1.6, color="#222", label="largest seat ratio")
+        fired = [(f, t) for f, t in zip(fs, top)
+                 if any(a for _, a in seats[f].values())]
+        if fired:
+            ax2.plot([f for f, _ in fired], [t for _, t in fired], "s", ms=6, mfc="none",
+                     color="#d62728", label="alarm raised")
+        ylabel = "drift / noise floor, per seat"
+    else:                                   # an older results file: the mean is all there is
+        first = {}
+        for r in sl["table"]:
+            first.setdefault(_f(r["f"]), r)
+        fs = sorted(first)
+        ax2.plot(fs, [_f(first[f].get("drift_ratio")) for f in fs], "o-", ms=3, color="#444",
+                 label="mean over seats (the alarm is per seat)")
+        ylabel = "row-drift ratio (mean)"
     if math.isfinite(factor):
         ax2.axhline(factor, color="#d62728", ls="--", lw=1, label=f"alarm at {factor:g}x")
     ax2.set_xlabel("f", fontsize=8)
-    ax2.set_ylabel("row-drift ratio", fontsize=8)
-    _legend(ax2, fontsize=7)
+    ax2.set_ylabel(ylabel, fontsize=8)
+    _legend(ax2, fontsize=6.5, loc="upper left")
     for ax in (ax1, ax2):
         ax.tick_params(labelsize=7)
     fig.tight_layout()
     return _png(fig)
+
+
+def _seat_ratios(sl: dict) -> dict:
+    """f -> {seat: (drift ratio, alarm)} from the sleeper section's ``monitor`` ({} if none)."""
+    out = {}
+    for m in sl.get("monitor") or []:
+        agents = [str(a) for a in m.get("agents") or []]
+        ratio = [_f(v) for v in m.get("ratio") or []]
+        alarm = [bool(v) for v in m.get("alarm") or []]
+        out[_f(m["f"])] = {a: (ratio[i] if i < len(ratio) else math.nan,
+                               alarm[i] if i < len(alarm) else False)
+                           for i, a in enumerate(agents)}
+    return out
 
 
 def pick_trajectories(records: Sequence[dict], n: int) -> list[dict]:
@@ -316,7 +365,8 @@ def pick_trajectories(records: Sequence[dict], n: int) -> list[dict]:
 
 
 def _fig_dase_traj(records: Sequence[dict], W) -> str:
-    fig = _figure(7.0, 3.1)
+    n_rows = -(-len(records) // 3) if records else 0
+    fig = _figure(7.0, 3.1 + 0.2 * n_rows)
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for i, r in enumerate(records):
         g = [_f(v) for v in r.get("g") or []]
@@ -333,7 +383,15 @@ def _fig_dase_traj(records: Sequence[dict], W) -> str:
     ax1.set_ylim(0, 1.02)
     ax1.set_xlabel("round", fontsize=8)
     ax1.set_ylabel("evidence score g", fontsize=8)
-    _legend(ax1, fontsize=6, loc="lower right")
+    from matplotlib.ticker import MaxNLocator
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if records:                 # below both panels: inside, it covers the trajectories
+        handles, labels = ax1.get_legend_handles_labels()
+        legend = fig.legend(handles, labels, fontsize=7, loc="lower center", frameon=False,
+                            ncol=min(3, len(labels)), bbox_to_anchor=(0.5, 0.0))
+        for text in legend.get_texts():
+            text.set_parse_math(False)
     if _is_number(W):
         for y, name in ((W, "right wall: dispatch"), (-W, "left wall: flag")):
             ax2.axhline(y, color="#d62728" if y < 0 else "#2ca02c", lw=1, ls="--")
@@ -343,47 +401,63 @@ def _fig_dase_traj(records: Sequence[dict], W) -> str:
     ax2.set_ylabel("arena position x", fontsize=8)
     for ax in (ax1, ax2):
         ax.tick_params(labelsize=7)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, (0.22 * n_rows + 0.1) / (3.1 + 0.2 * n_rows), 1, 1))
     return _png(fig)
 
 
 _KINDS = ("right_wall", "consensus", "left_wall", "fallback", "running")
 
 
+_KIND_COLORS = {"right_wall": "#2ca02c", "consensus": "#17becf", "left_wall": "#d62728",
+                "fallback": "#ff7f0e", "running": "#7f7f7f"}
+_KIND_NAMES = {"right_wall": "right wall (dispatched)", "consensus": "consensus",
+               "left_wall": "left wall (flagged)", "fallback": "fallback (flagged)",
+               "running": "still running"}
+
+
 def _fig_partition(excerpt: dict) -> str:
+    """One stacked bar per replay: problems per commit kind, correct (solid) then wrong
+    (hatched); the kinds are named in a legend below the bars, the bars carry counts only (a
+    kind name inside a thin bar is unreadable at the report's width)."""
+    from matplotlib.patches import Patch
+
     replays = excerpt.get("replays") or []
-    fig = _figure(6.0, 0.9 + 0.6 * max(1, len(replays)))
+    height = 1.6 + 0.55 * max(1, len(replays))
+    fig = _figure(7.0, height)
     ax = fig.add_subplot(1, 1, 1)
-    labels = []
+    labels, present = [], []
     for y, rep in enumerate(replays):
         recs = rep.get("records") or []
+        total = max(1, len(recs))
         left = 0
         for kind in _KINDS:
             ok = sum(1 for r in recs if r.get("commit") == kind and r.get("correct"))
             bad = sum(1 for r in recs if r.get("commit") == kind and not r.get("correct"))
-            color = {"right_wall": "#2ca02c", "consensus": "#2ca02c", "left_wall": "#d62728",
-                     "fallback": "#ff7f0e", "running": "#7f7f7f"}[kind]
-            total = max(1, len(recs))
-            if ok:
-                ax.barh(y, ok, left=left, color=color, edgecolor="white")
-                if ok / total >= 0.08:
-                    ax.text(left + ok / 2, y, f"{kind}\n✓ {ok}", ha="center", va="center",
-                            fontsize=6, parse_math=False)
-                left += ok
-            if bad:
-                ax.barh(y, bad, left=left, color=color, alpha=0.45, edgecolor="white",
-                        hatch="//")
-                if bad / total >= 0.05:
-                    ax.text(left + bad / 2, y, f"✗ {bad}", ha="center", va="center", fontsize=6,
-                            parse_math=False)
-                left += bad
+            if (ok or bad) and kind not in present:
+                present.append(kind)
+            for n, wrong in ((ok, False), (bad, True)):
+                if not n:
+                    continue
+                ax.barh(y, n, left=left, height=0.6, color=_KIND_COLORS[kind],
+                        alpha=0.45 if wrong else 1.0, edgecolor="white",
+                        hatch="//" if wrong else None)
+                if n / total >= 0.04:
+                    ax.text(left + n / 2, y, f"{'✗' if wrong else '✓'}{n}", ha="center",
+                            va="center", fontsize=7.5, parse_math=False)
+                left += n
         labels.append(f"empty_g = {rep.get('empty_g')}")
     ax.set_yticks(list(range(len(replays))))
-    ax.set_yticklabels(labels, fontsize=7, parse_math=False)
-    ax.set_xlabel("problems (solid: correct, hatched: wrong)", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.set_yticklabels(labels, fontsize=8, parse_math=False)
+    ax.set_xlabel("problems (✓ solid: correct, ✗ hatched: wrong)", fontsize=8)
+    ax.tick_params(labelsize=7.5)
     ax.invert_yaxis()
-    fig.tight_layout()
+    handles = [Patch(color=_KIND_COLORS[k], label=_KIND_NAMES[k]) for k in present]
+    if handles:                 # below the axes, apart from the x label
+        legend = fig.legend(handles=handles, fontsize=7.5, loc="lower center", frameon=False,
+                            ncol=min(len(handles), 4), bbox_to_anchor=(0.5, 0.0))
+        for text in legend.get_texts():
+            text.set_parse_math(False)
+    fig.tight_layout(rect=(0, 0.32 / height if handles else 0, 1, 1))
     return _png(fig)
 
 
@@ -407,6 +481,9 @@ figure{margin:.6rem 0}figcaption{font-size:.82rem;color:#555}
 .note{background:#f6f8fa;border-left:4px solid #8aa;padding:.4rem .8rem;font-size:.88rem}
 nav ul{columns:2;font-size:.9rem}code{background:#f1f1f1;padding:0 .2rem;border-radius:3px}
 .neg{color:#b00}.small{font-size:.82rem}
+.flag{display:inline-block;font-size:.72rem;color:#7a4a00;background:#fff3d6;
+border:1px solid #e8c77a;border-radius:3px;padding:0 .25rem;margin-left:.3rem}
+.warn{color:#b00;font-weight:700}ul.notes{font-size:.86rem;color:#333}
 """
 
 
@@ -435,22 +512,60 @@ def _with_ci(value, ci, digits=3) -> str:
     return _e(_num(value, digits)) + (f' <span class="ci">{_e(c)}</span>' if c else "")
 
 
-def _metrics_table(block: dict) -> str:
+def _constant(arm: dict) -> bool:
+    """Whether an arm is flagged as stating (nearly) one confidence for every task."""
+    return (arm.get("calibration") or {}).get("constant_confidence") is True
+
+
+def _inside(value, pair) -> bool | None:
+    """Whether ``value`` lies in the interval ``pair`` (None when either is missing)."""
+    if not _is_number(value) or not isinstance(pair, (list, tuple)) or len(pair) != 2 \
+            or not all(_is_number(v) for v in pair):
+        return None
+    lo, hi = (float(v) for v in pair)
+    return lo - 1e-9 <= float(value) <= hi + 1e-9
+
+
+def _degenerate(arm: dict) -> bool:
+    """An accuracy of exactly 0 or 1 whose interval has zero width: every labeled task scored
+    the same, so every resample does too."""
+    acc = (arm.get("row") or {}).get("accuracy")
+    pair = (arm.get("ci") or {}).get("accuracy")
+    return (_is_number(acc) and float(acc) in (0.0, 1.0) and _inside(acc, pair) is True
+            and float(pair[0]) == float(pair[1]))
+
+
+def _metrics_table(block: dict) -> tuple[str, list[str]]:
+    """The metric table of a data-set block and the notes its markers refer to (HTML)."""
     arms = block["arms"]
     ref = block.get("reference", "majority")
-    acc = [_f(a["row"].get("accuracy")) for a in arms]
-    ece = [_f(a["row"].get("ece_ew")) for a in arms]
-    bri = [_f(a["row"].get("brier_mc")) for a in arms]
-
-    def best(vals, i, lower):
-        finite = [v for v in vals if math.isfinite(v)]
-        if not finite or not math.isfinite(vals[i]):
-            return False
-        return vals[i] == (min(finite) if lower else max(finite))
-
-    rows = []
+    ranked = [not a.get("not_ranked") for a in arms]
+    on_calibration = [r and not _constant(a) for r, a in zip(ranked, arms)]
+    cols = {m: [_f(a["row"].get(m)) for a in arms] for m in ("accuracy", "ece_ew", "brier_mc")}
+    outside = set()                          # (arm index, metric) with the point outside its CI
     for i, a in enumerate(arms):
-        row, ci = a["row"], a.get("ci") or {}
+        for m in cols:
+            if _inside(a["row"].get(m), (a.get("ci") or {}).get(m)) is False:
+                outside.add((i, m))
+
+    def best(metric, i, lower, eligible):
+        vals = cols[metric]
+        pool = [v for j, v in enumerate(vals) if eligible[j] and math.isfinite(v)
+                and (j, metric) not in outside]
+        if not pool or not eligible[i] or not math.isfinite(vals[i]) or (i, metric) in outside:
+            return False
+        return vals[i] == (min(pool) if lower else max(pool))
+
+    def cell(a, i, metric, lower, eligible, mark=""):
+        ci = (a.get("ci") or {}).get(metric)
+        text = _with_ci(a["row"].get(metric), ci) + mark
+        if (i, metric) in outside:
+            text += ' <span class="warn" title="point estimate outside its interval">†</span>'
+        return (text, "best") if best(metric, i, lower, eligible) else text
+
+    rows, notes = [], []
+    for i, a in enumerate(arms):
+        row = a["row"]
         vs = (a.get("vs_reference") or {}).get("accuracy") or {}
         delta = "—" if a["arm"] == ref or not vs else (
             _e(f"{100 * _f(vs.get('delta')):+.1f} pp") + (
@@ -461,23 +576,71 @@ def _metrics_table(block: dict) -> str:
         if isinstance(sel, list) and sel and isinstance(sel[0], dict):
             sel_txt = ", ".join(f"{k}={v:g}" if _is_number(v) else f"{k}={v}"
                                 for k, v in sel[0].items())
+        name = _e(a["arm"])
+        if a.get("not_ranked"):
+            name += ' <span class="flag">not ranked</span>'
+            notes.append(f"<b>{_e(a['arm'])}</b> is not ranked: {_e(a['not_ranked'])}.")
+        if _constant(a):
+            cal = a.get("calibration") or {}
+            name += ' <span class="flag">constant confidence</span>'
+            notes.append(
+                f"<b>{_e(a['arm'])}</b> states (nearly) one confidence for every task "
+                f"({_e(_num(cal.get('min')))} to {_e(_num(cal.get('max')))}): all its tasks "
+                "fall in one bin, so its ECE is |confidence − accuracy|, a statement about its "
+                "accuracy level rather than its calibration; it is not ranked on ECE.")
+        acc_mark = ""
+        if _degenerate(a):
+            acc_mark = ' <span class="warn" title="degenerate: see the note">‡</span>'
+            v = _num(row.get("accuracy"))
+            text = (f"‡ <b>{_e(a['arm'])}</b>: accuracy {_e(v)} with a zero-width interval: "
+                    f"every labeled task scores the same, so every resample gives {_e(v)} too; "
+                    "the interval shows no sampling spread, not certainty.")
+            if block.get("coalition") and block.get("K") == 2:
+                text += (" Here it holds by construction: K = 2, and the coalition argues the "
+                         "one wrong candidate on most tasks, so an arm that learns to read the "
+                         "coalition's seats as evidence against their answer picks the other "
+                         "candidate, the gold, on every task. A property of this simulated "
+                         "council, not an accuracy to expect elsewhere.")
+            notes.append(text)
         cells = [
-            _e(a["arm"]),
-            (_with_ci(row.get("accuracy"), ci.get("accuracy")), "best") if best(acc, i, False)
-            else _with_ci(row.get("accuracy"), ci.get("accuracy")),
+            name,
+            cell(a, i, "accuracy", False, ranked, acc_mark),
             delta,
-            (_with_ci(row.get("ece_ew"), ci.get("ece_ew")), "best") if best(ece, i, True)
-            else _with_ci(row.get("ece_ew"), ci.get("ece_ew")),
-            (_with_ci(row.get("brier_mc"), ci.get("brier_mc")), "best") if best(bri, i, True)
-            else _with_ci(row.get("brier_mc"), ci.get("brier_mc")),
+            cell(a, i, "ece_ew", True, on_calibration),
+            cell(a, i, "brier_mc", True, ranked),
             _e(_num(row.get("nll"))),
             _e(_num(row.get("auroc"))),
             f'<span class="small">{_e(sel_txt)}</span>',
         ]
         rows.append(cells)
+    if outside:
+        notes.append("† The point estimate lies outside its interval: a percentile interval of "
+                     "a biased statistic (read from an older results file); it is not ranked.")
     head = ["arm", "accuracy [95% CI]", f"Δ accuracy vs {ref} [95% CI]", "ECE (10 bins) [95% CI]",
             "Brier (multiclass) [95% CI]", "NLL", "AUROC", "selected (outer fold 1)"]
-    return _table(head, rows)
+    return _table(head, rows), notes
+
+
+def _interval_note(block: dict) -> str:
+    ci = next((a.get("ci") for a in block["arms"] if a.get("ci")), None)
+    if not ci:
+        return ""
+    method = ci.get("method") or {}
+    text = (f"Intervals: {_e(ci.get('n_resamples'))} cluster-bootstrap resamples over "
+            f"{_e(ci.get('n_units'))} units, 95 %. ")
+    if str(method.get("ece_ew", "")).startswith("centred"):
+        text += ("Accuracy and Brier: percentile intervals (means, unbiased under resampling). "
+                 "ECE: the percentile interval centred on the estimate (moved so the resampled "
+                 "ECEs' median sits on it), clipped to [0, 1]. ECE is biased upwards (an "
+                 "absolute value per bin): for a well-calibrated or constant-confidence arm "
+                 "every resample can exceed the estimate, which would leave it outside its own "
+                 "percentile interval, and outside the BCa and basic intervals too, whose ends "
+                 "are quantiles of the same resamples. ")
+    else:
+        text += "Percentile intervals. "
+    text += ("Δ is the paired bootstrap against the reference arm. Bold: best in column among "
+             "the ranked arms (a constant-confidence arm is not ranked on ECE).")
+    return f'<p class="note">{text}</p>'
 
 
 def _weights_table(weights: dict) -> str:
@@ -526,20 +689,19 @@ def _dataset_section(block: dict, anchor: str) -> str:
                               _e(_num(coal.get("nominal_fraction"))),
                               _e(coal.get("attacked_tasks"))]], left=0))
     parts.append("<h3>Accuracy, calibration and Brier score per arm</h3>")
-    parts.append(_metrics_table(block))
-    ci = next((a.get("ci") for a in block["arms"] if a.get("ci")), None)
-    if ci:
-        parts.append(f'<p class="note">Intervals: {_e(ci.get("n_resamples"))} cluster-bootstrap '
-                     f'resamples over {_e(ci.get("n_units"))} units (percentile 95 %); Δ is the '
-                     'paired bootstrap against the reference arm. Bold: best in column.</p>')
+    table, notes = _metrics_table(block)
+    parts.append(table)
+    parts.append(_interval_note(block))
+    if notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{n}</li>" for n in notes) + "</ul>")
     parts.append("<h3>Reliability diagrams</h3><div class=\"grid\">")
     for a in block["arms"]:
         if a.get("bins"):
             parts.append(f"<figure>{_img(_fig_reliability(a), 'reliability diagram of ' + a['arm'])}"
-                         "</figure>")
-    parts.append("</div><p class=\"meta\">Bars: accuracy per equal-width confidence bin "
-                 "(darker = more tasks); red dots: mean confidence in the bin; dashed: perfect "
-                 "calibration.</p>")
+                         f"<figcaption>{_bin_counts(a['bins'])}</figcaption></figure>")
+    parts.append("</div><p class=\"meta\">Bars: accuracy per equal-width confidence bin, the "
+                 "number above each bar its task count (darker = more tasks); red dots: mean "
+                 "confidence in the bin; dashed: perfect calibration.</p>")
     weights = block.get("weights")
     if isinstance(weights, dict) and weights.get("agents"):
         hp = weights.get("hyperparameters") or {}
@@ -593,17 +755,28 @@ def _sleeper_section(sl: dict) -> str:
              f"<figure>{_img(_fig_sleeper(sl), 'sleeper curves and drift ratio')}</figure>"]
     arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
     fs = sorted({r["f"] for r in sl["table"]})
+    seats = _seat_ratios(sl)
     rows = []
     for f in fs:
         rs = {r["arm"]: r for r in sl["table"] if r["f"] == f}
         any_r = next(iter(rs.values()))
+        per_seat = seats.get(_f(f), {})
+        top = max(per_seat.items(), key=lambda kv: kv[1][0] if math.isfinite(kv[1][0])
+                  else -math.inf, default=None)
         rows.append([_e(f"{f:g}")] + [_e(_num(rs[a].get("accuracy"))) if a in rs else "—"
                                       for a in arms]
                     + [_e(_num(any_r.get("drift"))), _e(_num(any_r.get("floor"))),
-                       _e(_num(any_r.get("drift_ratio"), 2)),
-                       "yes" if any_r.get("alarm") else "no"])
-    parts.append(_table(["f"] + [f"{a} acc" for a in arms] + ["drift", "noise floor", "ratio",
-                                                              "alarm (any seat)"], rows))
+                       _e(_num(any_r.get("drift_ratio"), 2))]
+                    + ([_e(f"{_num(top[1][0], 2)} ({top[0]})") if top else "—"] if seats else [])
+                    + ["yes" if any_r.get("alarm") else "no"])
+    head = (["f"] + [f"{a} acc" for a in arms] + ["mean drift", "mean noise floor", "mean ratio"]
+            + (["largest seat ratio (seat)"] if seats else []) + ["alarm (any seat)"])
+    parts.append(_table(head, rows))
+    parts.append(f'<p class="meta">The alarm fires when any seat\'s drift exceeds '
+                 f'{_e(_num(sl.get("factor", 2.0), 1))} × its own noise floor, i.e. when the '
+                 "largest seat ratio crosses the dashed line in the figure; the mean columns "
+                 "average over seats ([BDA] Appendix F.13's single monitoring number) and can "
+                 "stay below the line while one seat alarms.</p>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -626,7 +799,7 @@ def _gap_text(gap: dict) -> str:
 
 def _dase_section(dase: dict) -> str:
     parts = ['<section id="dase"><h2>DASE stopping: replay of the released logs</h2>',
-             f'<p class="meta">{_e(dase.get("source", ""))}. The spatial arena walks x by the '
+             f'<p class="meta">{_e(dase.get("source", ""))}. [DASE]\'s spatial arena walks x by the '
              "round's evidence score g; the right wall (+W) dispatches the round's plurality, the "
              "left wall (−W) and the fallback flag the problem for review. empty_g = 0.5 "
              "reproduces the logs; 0.0 is the paper's correction for all-empty rounds.</p>"]

@@ -198,13 +198,18 @@ VS_REFERENCE = _Map(DELTA, null=True)             # metric -> paired bootstrap
 SELECTED = _List(_Map(SCALAR, null=True), null=True)  # one row of hyperparameters per outer fold
 PAIR = _List(NUM_NULL, null=True, length=2)
 CI = _Obj(optional={"accuracy": PAIR, "ece_ew": PAIR, "brier_mc": PAIR,
-                    "n_resamples": INT_NULL, "n_units": INT_NULL}, null=True)
+                    "n_resamples": INT_NULL, "n_units": INT_NULL,
+                    "method": _Map(SCALAR, null=True)}, null=True)
+CALIBRATION = _Obj(optional={"n": INT_NULL, "min": NUM_NULL, "max": NUM_NULL,
+                             "spread": NUM_NULL, "sd": NUM_NULL,
+                             "constant_confidence": BOOL_NULL}, null=True)
 BINS = _Obj(optional={"count": _List(NUM_NULL, null=True),
                       "confidence": _List(NUM_NULL, null=True),
                       "accuracy": _List(NUM_NULL, null=True)}, null=True,
             after=_same_length("count", "confidence", like="accuracy"))
 ARM = _Obj({"arm": STR, "row": ROW},
-           {"ci": CI, "vs_reference": VS_REFERENCE, "selected": SELECTED, "bins": BINS})
+           {"ci": CI, "vs_reference": VS_REFERENCE, "selected": SELECTED, "bins": BINS,
+            "calibration": CALIBRATION, "not_ranked": STR_NULL})
 WEIGHTS = _Obj({"agents": _List(STR), "weight": NUMS, "reliability": NUMS},
                {"prior_mean": _List(NUM_NULL, null=True), "n_moves": _List(NUM_NULL, null=True),
                 "K": INT_NULL, "chance": NUM_NULL, "hyperparameters": _Map(SCALAR, null=True),
@@ -222,7 +227,7 @@ DATASET = _Obj({"arms": _List(ARM)},
                {"name": SCALAR, "title": SCALAR, "n_tasks": INT_NULL, "n_labeled": INT_NULL,
                 "n_agents": INT_NULL, "K": INT_NULL, "folds": INT_NULL, "source": SCALAR,
                 "reference": STR, "setup": SETUP, "coalition": COALITION, "weights": WEIGHTS,
-                "n_labels": INT_NULL})
+                "n_labels": INT_NULL, "stated_confidences": INT_NULL})
 DOSE = _Obj({"rows": _List(_Obj({"regime": STR, "arm": STR, "p_wrong": NUM},
                                 {"accuracy": NUM_NULL, "ece_ew": NUM_NULL, "brier_mc": NUM_NULL,
                                  "redirect_rate": NUM_NULL, "n": INT_NULL, "mode": SCALAR,
@@ -235,7 +240,13 @@ SLEEPER = _Obj({"table": _List(_Obj({"f": NUM, "arm": STR},
                                      "drift_ratio": NUM_NULL, "alarm": BOOL_NULL}))},
                {"arms": _List(STR, null=True), "f_grid": _List(NUM, null=True),
                 "factor": NUM_NULL, "reliabilities": _List(NUM_NULL, null=True),
-                "compliance": NUM_NULL, "setup": SCALAR, "n_tasks": ANY}, null=True)
+                "compliance": NUM_NULL, "setup": SCALAR, "n_tasks": ANY,
+                "monitor": _List(_Obj({"f": NUM},
+                                      {"agents": _List(STR, null=True),
+                                       "ratio": _List(NUM_NULL, null=True),
+                                       "alarm": _List(BOOL_NULL, null=True)},
+                                      after=_same_length("ratio", "alarm", like="agents")),
+                                 null=True)}, null=True)
 PART = _Obj(optional={"n": SCALAR, "correct": SCALAR, "accuracy": NUM_NULL}, null=True)
 PARTITION = _Map(PART, null=True)
 GAP = _Obj(optional={"gap": NUM_NULL, "low": NUM_NULL, "high": NUM_NULL, "coverage": NUM_NULL,
@@ -322,7 +333,8 @@ EVALUATION = _Obj(
      "reference": STR, "label_budget": INT_NULL, "seed": _Scalar("int", null=True),
      "n_folds": INT_NULL, "n_resamples": INT_NULL,
      "bootstrap": _Map(VS_REFERENCE, null=True), "selected": _Map(SELECTED, null=True),
-     "methods": _Map(ANY, null=True), "folds": _List(_Scalar("int"), null=True),
+     "methods": _Map(ANY, null=True), "calibration": _Map(CALIBRATION, null=True),
+     "folds": _List(_Scalar("int"), null=True),
      "cells": _Obj(optional={"cache": STR_NULL, "loaded": INT_NULL, "computed": INT_NULL},
                    null=True)})
 

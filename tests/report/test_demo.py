@@ -1,5 +1,6 @@
 """``bda demo`` end to end (quick mode): the report, the results file, and resuming after a kill."""
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -53,7 +54,35 @@ def test_quick_demo_writes_report_and_results(quick):
     assert results["datasets"]["bluebirds"]["n_tasks"] == 108
     part = results["dase"]["excerpts"][0]["replays"][0]["partition"]
     assert part["overall"]["n"] == 50
+    _check_honest_statistics(results, page)
     print(f"quick demo: {seconds:.1f} s ({results['run']['timings_s']})")
+
+
+def _check_honest_statistics(results, page):
+    """Issue 22.5 on the real quick demo: every point inside its interval, the interval method
+    and the confidence spread recorded, bin counts on the page, the degenerate council result
+    explained, papers cited by name."""
+    n_diagrams = 0
+    for name, block in results["datasets"].items():
+        for arm in block["arms"]:
+            ci = arm["ci"]
+            for metric in ("accuracy", "brier_mc", "ece_ew"):
+                lo, hi = ci[metric]
+                assert lo - 1e-9 <= arm["row"][metric] <= hi + 1e-9, (name, arm["arm"], metric)
+            assert ci["method"]["ece_ew"].startswith("centred")
+            assert 0.0 <= ci["ece_ew"][0] and ci["ece_ew"][1] <= 1.0
+            cal = arm["calibration"]
+            assert cal["spread"] == pytest.approx(cal["max"] - cal["min"], abs=2e-6)
+            assert cal["constant_confidence"] is False and cal["n"] == block["n_labeled"]
+            assert sum(arm["bins"]["count"]) == block["n_labeled"]
+            n_diagrams += 1
+    assert results["datasets"]["bluebirds"]["stated_confidences"] == 0   # crowd labels only
+    assert page.count("tasks per bin (") == n_diagrams
+    conf = {a["arm"]: a for a in results["datasets"]["council"]["arms"]}["bda-confusion"]
+    assert conf["row"]["accuracy"] == 1.0 and conf["ci"]["accuracy"] == [1.0, 1.0]
+    assert "zero-width interval" in page and "by construction" in page
+    assert "[BDA] Appendix F.3" in page and "[DASE]" in page
+    assert not re.search(r"seed 0\d\d|\b00\d_", re.sub(r'src="[^"]*"', "", page))
 
 
 def _before_run(path: Path) -> bytes:

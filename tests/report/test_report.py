@@ -58,14 +58,22 @@ def tiny_results():
                      for a, accs in (("majority", (0.8, 0.6, 0.4)),
                                      ("bda-per-agent", (0.8, 0.7, 1.0)))
                      for p, acc in zip((0.0, 0.5, 1.0), accs)]}
-    sleeper = {"arms": ["majority", "bda-per-agent"], "f_grid": [0.0, 1.0], "factor": 2.0,
+    sleeper = {"arms": ["majority", "bda-per-agent"], "f_grid": [0.0, 0.5, 1.0], "factor": 2.0,
                "reliabilities": [0.74, 0.68, 0.68], "compliance": 0.6, "setup": "toy",
                "n_tasks": {"reference": 10, "calibration": 10, "deployment": 10},
                "table": [{"f": f, "arm": a, "accuracy": acc, "ece_ew": 0.1, "brier_mc": 0.3,
                           "drift": 0.05 + 0.3 * f, "floor": 0.05, "drift_ratio": 1 + 5 * f,
                           "alarm": f > 0}
                          for f in (0.0, 1.0)
-                         for a, acc in (("majority", 0.37), ("bda-per-agent", 0.3 + 0.5 * f))]}
+                         for a, acc in (("majority", 0.37), ("bda-per-agent", 0.3 + 0.5 * f))],
+               # per-seat ratios: at f = 0.5 the mean (1.9) is under the 2x line, seat A1 is over
+               "monitor": [{"f": f, "agents": ["A1", "A2", "A3"], "ratio": r,
+                            "alarm": [v > 2.0 for v in r]}
+                           for f, r in ((0.0, [1.0, 0.9, 1.1]), (0.5, [3.1, 1.4, 1.2]),
+                                        (1.0, [7.0, 6.5, 4.5]))]}
+    sleeper["table"] += [{"f": 0.5, "arm": a, "accuracy": 0.5, "ece_ew": 0.1, "brier_mc": 0.3,
+                          "drift": 0.095, "floor": 0.05, "drift_ratio": 1.9, "alarm": True}
+                         for a in ("majority", "bda-per-agent")]
     records = [{"idx": i, "commit": c, "answer": "A", "gold": "A" if i % 2 else None,
                 "correct": bool(i % 2), "steps": 3, "final_x": x[-1], "g": [0.66, 0.89, 0.98],
                 "x": x, "winner": ["A", "A", "A"], "flagged": c != "right_wall",
@@ -284,6 +292,11 @@ DEMO_EDITS = [
     (("sleeper", "table", 0, "f"), "x"),
     (("sleeper", "table", 1, "arm"), ["majority"]),
     (("sleeper", "factor"), float("inf")),
+    (("sleeper", "monitor", 1, "ratio"), [3.1]),
+    (("sleeper", "monitor", 0, "alarm", 0), "yes"),
+    (("datasets", "toy", "arms", 1, "ci", "method"), ["percentile"]),
+    (("datasets", "toy", "arms", 1, "not_ranked"), True),
+    (("datasets", "toy", "arms", 1, "calibration"), "constant"),
     (("dase", "trajectories"), "many"),
     (("dase", "excerpts", 0, "settings", "W"), float("inf")),
     (("dase", "excerpts", 0, "replays", 0, "routing_gap"), [1]),
@@ -426,6 +439,15 @@ window.addEventListener('load', function () {
   b.setAttribute('data-images-ok', String(ok.length));
   b.setAttribute('data-canary-ok', String(document.getElementById('bda-canary').naturalWidth > 0));
   b.setAttribute('data-h2', String(document.querySelectorAll('h2').length));
+  b.setAttribute('data-notes', String(document.querySelectorAll('ul.notes li').length));
+  b.setAttribute('data-flags', String(document.querySelectorAll('.flag').length));
+  var caps = Array.prototype.slice.call(document.querySelectorAll('figcaption'));
+  b.setAttribute('data-bin-captions', String(caps.filter(function (c) {
+    return c.textContent.indexOf('tasks per bin') === 0 && c.offsetHeight > 0; }).length));
+  // the wide figures (not the reliability grid) are shown at >= 95 % of their drawn size
+  var wide = ok.filter(function (i) { return !i.closest('.grid'); });
+  var scale = wide.map(function (i) { return i.clientWidth / i.naturalWidth; });
+  b.setAttribute('data-min-scale', String(Math.round(100 * Math.min.apply(null, scale))));
 });
 </script>"""
 
@@ -441,7 +463,11 @@ def test_report_renders_in_headless_chromium(tmp_path):
     if exe is None:
         pytest.skip("headless browser check skipped: no chromium on PATH "
                     "(Debian: apt-get install -y chromium; or set BDA_CHROMIUM)")
-    page_path = render_report(tiny_results(), tmp_path / "report")
+    res = tiny_results()
+    arms = res["datasets"]["toy"]["arms"]
+    arms[0]["calibration"] = {"min": 0.5, "max": 0.5, "spread": 0.0, "constant_confidence": True}
+    arms[1]["row"]["accuracy"], arms[1]["ci"]["accuracy"] = 1.0, [1.0, 1.0]
+    page_path = render_report(res, tmp_path / "report")
     page = page_path.read_text(encoding="utf-8")
     n_images = len(_images(page))
     # A test copy with a probe that records, on window load, how many images decoded; it adds one
@@ -458,6 +484,11 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert attrs.get("data-images-ok") == str(n_images), attrs      # every report image loads
     assert attrs.get("data-canary-ok") == "false", attrs              # and the probe can fail
     assert int(attrs.get("data-h2", 0)) == 4, attrs
+    # the flags and notes of issue 22.5 are on the rendered page: one constant-confidence
+    # flag, its note and the degenerate-accuracy note; a bin-count caption per diagram
+    assert attrs.get("data-flags") == "1" and attrs.get("data-notes") == "2", attrs
+    assert attrs.get("data-bin-captions") == "3", attrs
+    assert int(attrs.get("data-min-scale", 0)) >= 95, attrs
     # the unmodified page renders to a non-trivial screenshot
     shot = tmp_path / "shot.png"
     res = _browser(exe, tmp_path, "--hide-scrollbars", "--window-size=1200,3000",
@@ -465,3 +496,142 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+# --------------------------------------------------------------------------- honest statistics
+# (issue 22.5: flagged constant-confidence arms, points inside intervals, bin counts, notes on
+# degenerate results, the sleeper alarm's own statistic, papers cited by name)
+
+def _metric_rows(page):
+    """{arm cell text: [cell HTML, ...]} of the first metrics table of a page."""
+    table = page[page.index("<th class=\"l\">arm</th>"):]
+    table = table[: table.index("</table>")]
+    rows = {}
+    for tr in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1]):
+        cells = re.findall(r"<td([^>]*)>(.*?)</td>", tr)
+        rows[re.sub(r"<[^>]+>", "", cells[0][1]).split(" ")[0]] = cells
+    return rows
+
+
+def _bold(cell):
+    return "best" in cell[0]
+
+
+def test_constant_confidence_arm_is_flagged_and_never_ranked_on_ece(tmp_path):
+    res = tiny_results()
+    arms = res["datasets"]["toy"]["arms"]
+    const = arms[0]                                          # majority: the lowest ECE now
+    const["row"]["ece_ew"], const["ci"]["ece_ew"] = 0.01, [0.0, 0.04]
+    const["calibration"] = {"n": 40, "min": 0.5, "max": 0.5, "spread": 0.0, "sd": 0.0,
+                            "constant_confidence": True}
+    arms[1]["calibration"] = {"n": 40, "min": 0.5, "max": 0.99, "spread": 0.49, "sd": 0.1,
+                              "constant_confidence": False}
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    rows = _metric_rows(page)
+    assert "constant confidence" in rows["majority"][0][1]
+    assert not _bold(rows["majority"][3])                    # lowest ECE, but not ranked on it
+    assert _bold(rows["bda-per-agent"][3])                   # 0.05: the best ranked ECE
+    assert "it is not ranked on ECE" in page and "(constant conf.)" not in page.split("<img")[0]
+
+
+def test_not_ranked_arm_gets_no_bold_and_its_reason(tmp_path):
+    res = tiny_results()
+    arm = res["datasets"]["toy"]["arms"][0]
+    arm["row"]["accuracy"], arm["ci"]["accuracy"] = 0.95, [0.9, 1.0]    # the best accuracy
+    arm["not_ranked"] = "the data states no confidences"
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    rows = _metric_rows(page)
+    assert not any(_bold(c) for c in rows["majority"])
+    assert _bold(rows["bda-per-agent"][1])                             # 0.8 ranks first
+    assert "is not ranked: the data states no confidences" in page
+
+
+def test_point_outside_its_interval_is_marked_and_not_ranked(tmp_path):
+    res = tiny_results()
+    arm = res["datasets"]["toy"]["arms"][1]                   # bda-per-agent, ECE 0.05
+    arm["ci"]["ece_ew"] = [0.07, 0.12]                        # an old file's percentile interval
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    rows = _metric_rows(page)
+    assert "†" in rows["bda-per-agent"][3][1] and not _bold(rows["bda-per-agent"][3])
+    assert _bold(rows["majority"][1]) is False and _bold(rows["bda-per-agent"][1])
+    assert "outside its interval" in page
+
+
+def test_degenerate_accuracy_carries_a_note(tmp_path):
+    res = tiny_results()
+    block = res["datasets"]["toy"]                             # K = 2 with a coalition
+    arm = block["arms"][1]
+    arm["row"]["accuracy"], arm["ci"]["accuracy"] = 1.0, [1.0, 1.0]
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    assert "‡" in _metric_rows(page)["bda-per-agent"][1][1]
+    assert "zero-width interval" in page and "by construction" in page
+    block["coalition"], block["K"] = None, 3                    # no coalition: no construction
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    assert "zero-width interval" in page and "by construction" not in page
+
+
+def test_reliability_diagrams_show_bin_counts(tmp_path):
+    res = tiny_results()
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    count = res["datasets"]["toy"]["arms"][0]["bins"]["count"]
+    # the caption's text, derived here from the counts: equal-width bins of 0.1
+    parts = [f"[{m / 10:.1f}, {(m + 1) / 10:.1f}{']' if m == 9 else ')'}: {c}"
+             for m, c in enumerate(count) if c]
+    expected = f"tasks per bin ({sum(count)} in all): " + "; ".join(parts)
+    assert expected == "tasks per bin (40 in all): [0.5, 0.6): 10; [0.6, 0.7): 8; " \
+                       "[0.7, 0.8): 7; [0.9, 1.0]: 15"
+    assert page.count(html_escape(expected)) == 3             # one caption per diagram
+
+
+def html_escape(text):
+    import html
+    return html.escape(text, quote=True)
+
+
+def test_sleeper_figure_plots_the_alarm_statistic(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    plotted = []
+    original = matplotlib.axes.Axes.plot
+
+    def plot(self, *args, **kwargs):
+        plotted.append((kwargs.get("label"), list(args[1]) if len(args) > 1 else None))
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", plot)
+    res = tiny_results()
+    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    largest = [max(m["ratio"]) for m in res["sleeper"]["monitor"]]
+    assert largest == [1.1, 3.1, 7.0]
+    assert ("largest seat ratio", largest) in plotted         # not the mean over seats
+    assert not [lab for lab, _ in plotted if lab and "mean over seats" in str(lab)]
+    sl = page[page.index('id="sleeper"'):]
+    row = re.search(r"<td class=\"l\">0.5</td>(.*?)</tr>", sl).group(1)
+    assert "1.90" in row and "3.10 (A1)" in row and row.endswith("<td>yes</td>")
+
+
+def test_captions_cite_papers_by_name(tmp_path):
+    page = render_report(tiny_results(), tmp_path).read_text(encoding="utf-8")
+    text = re.sub(r'src="[^"]*"', "", page)
+    assert "[BDA] Appendix F.3" in text and "[BDA] Appendix F.8, F.13" in text
+    assert "[DASE]" in text
+    assert not re.search(r"seed 0\d\d|\b00\d_|seeds/", text)
+
+
+def test_evaluation_records_confidence_spread_and_flags_a_constant_arm(tmp_path):
+    """`bda evaluate` on crowd labels (no stated confidences): the verbalized vote gives every
+    task the uniform distribution over K = 2, confidence 0.5 throughout, and is flagged; the
+    rendered page does not rank it on ECE."""
+    from bda_jax.datasets import load_crowd, to_traces
+    from bda_jax.report import evaluation_results
+
+    traces = to_traces(load_crowd("bluebirds"))
+    doc = evaluation_results(traces, ["verbalized"], folds=2, n_resamples=20)
+    verb, maj = doc["calibration"]["verbalized"], doc["calibration"]["majority"]
+    assert (verb["min"], verb["max"], verb["constant_confidence"]) == (0.5, 0.5, True)
+    assert verb["n"] == doc["n_labeled"] == 108
+    assert maj["constant_confidence"] is False
+    assert maj["spread"] == pytest.approx(maj["max"] - maj["min"], abs=2e-6) and maj["spread"] > 0.1
+    path = _write(tmp_path, doc)
+    page = render_report(load_results(path), tmp_path / "r").read_text(encoding="utf-8")
+    rows = _metric_rows(page)
+    assert "constant confidence" in rows["verbalized"][0][1] and not _bold(rows["verbalized"][3])
