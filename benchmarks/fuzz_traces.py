@@ -1507,7 +1507,8 @@ def lenient_in_memory(data: bytes, outcome: Outcome) -> str | None:
     """Informational: parse_trace(lenient) + tally(lenient=True) must match the file path."""
     if outcome.kind != "valid":
         return None
-    text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    # the readers skip a UTF-8 BOM at the start of the file
+    text = data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     try:
         traces = [bda_jax.parse_trace(json.loads(line), lenient=True)
                   for line in text.split("\n") if line.strip()]

@@ -14,7 +14,7 @@ import os
 import tempfile
 from typing import Any, Callable, Iterator, Mapping, TextIO
 
-__all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "atomic_write", "canonical_json", "decode_json_line",
+__all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "UTF8_BOM", "atomic_write", "canonical_json", "decode_json_line",
            "gc_paused", "loads_unique", "numbered_lines", "read_json_file", "read_json_lines", "unique_keys"]
 
 
@@ -73,7 +73,8 @@ def loads_unique(text: str):
     """:func:`json.loads` that refuses a repeated key (:class:`DuplicateKeyError`, a
     ``ValueError``); otherwise exactly ``json.loads(text)``."""
     if text.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        raise json.JSONDecodeError("a UTF-8 byte-order mark (BOM) here: only the start of a "
+                                   "file may carry one", text, 0)
     return _DECODER.decode(text)
 
 
@@ -155,11 +156,21 @@ def numbered_lines(handle) -> Iterator[tuple[int, bytes]]:
             yield lineno, piece
 
 
+#: The UTF-8 byte-order mark: accepted at the start of a file (line 1), refused anywhere else.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def decode_json_line(data: bytes, path: str, lineno: int, error: type,
                      ids: Mapping[str, str] | None = TRACE_RECORD_IDS) -> tuple[bool, Any]:
     """Decode one line of a JSON Lines file as :func:`read_json_lines` does: ``(False, None)``
     for a blank line, else ``(True, value)``; bytes that are not UTF-8, text that is not JSON
-    and an object that repeats a key raise ``error`` naming ``path`` and ``lineno``."""
+    and an object that repeats a key raise ``error`` naming ``path`` and ``lineno``.
+
+    A UTF-8 byte-order mark at the start of line 1 (what some Windows editors write) is
+    skipped: JSON Lines asks for none, but the mark carries no content, so refusing it would
+    only make the user re-save the file. A mark at the start of any later line is refused."""
+    if lineno == 1 and data.startswith(UTF8_BOM):
+        data = data[3:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -210,16 +221,18 @@ def read_json_lines(path, error: type, what: str = "file",
 
 
 def read_json_file(path, error: type, what: str = "file") -> Any:
-    """Decode one whole JSON document. A file that cannot be opened, bytes that are not UTF-8,
-    text that is not JSON and an object that repeats a key raise ``error`` naming the file (and
-    the line of a JSON error, the key of a repeated one as ``field``); a document cut short says
-    "truncated"."""
+    """Decode one whole JSON document (a leading UTF-8 byte-order mark is skipped). A file that
+    cannot be opened, bytes that are not UTF-8, text that is not JSON and an object that repeats
+    a key raise ``error`` naming the file (and the line of a JSON error, the key of a repeated
+    one as ``field``); a document cut short says "truncated"."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except OSError as err:
         raise error(f"cannot open {what}: {err.strerror}", file=path) from None
+    if raw.startswith(UTF8_BOM):         # a leading byte-order mark is skipped (decode_json_line)
+        raw = raw[3:]
     try:
         return loads_unique(raw.decode("utf-8"))
     except DuplicateKeyError as err:

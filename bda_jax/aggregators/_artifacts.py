@@ -620,10 +620,25 @@ def _read_json(path: str) -> dict:
         problem = _regular_file_problem(st, path, MODEL_JSON_MAX_BYTES)
         if problem:
             raise ArtifactError(f"cannot read the model file: {problem}", file=path)
-    doc = read_json_file(path, ArtifactError, "the model file")
+    try:
+        doc = read_json_file(path, ArtifactError, "the model file")
+    except ArtifactError as err:
+        if err.reason.startswith("not valid UTF-8") and _starts_with(path, b"PK\x03\x04"):
+            raise ArtifactError("this is a zip archive (the model's .npz arrays?), not the model "
+                                "file: pass the .json that `save_model` wrote beside it",
+                                file=path) from None
+        raise
     if not isinstance(doc, dict):
         raise ArtifactError("a model file must hold a JSON object", file=path)
     return doc
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def load_model(path) -> ModelArtifact:

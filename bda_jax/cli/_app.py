@@ -9,7 +9,11 @@ Exit codes: 0 success; 2 a user or input error (a :class:`~bda_jax.BdaError` —
 data, model files, options — or a file that cannot be opened or written; also a command-line
 usage error), printed as one line ``error: FILE:LINE: FIELD: message``; 1 an internal error (a
 bug: please report it with the output of ``bda --debug ...``); 130 interrupted. The global
-``--debug`` option prints the full traceback of any error. Every command uses JAX's persistent
+``--debug`` option (also accepted after any command's name) prints the full traceback of any
+error. An error names the flag or argument (``--questions``, ``TRACES``), never the library's
+argument name (:func:`flag_for`); a wrong kind of input file is answered with what it looks
+like and what to do (``_files.expect_file_kind``); a gold answer that is not a candidate is a
+warning line, an error with ``--strict-gold`` (:func:`check_gold`). Every command uses JAX's persistent
 compilation cache (:func:`bda_jax.enable_compilation_cache`; the global ``--no-compile-cache`` or
 ``BDA_JAX_COMPILATION_CACHE=0`` turns it off; docs/cli.md "Compilation cache").
 
@@ -174,13 +178,85 @@ def _package_warnings_as_lines():
         warnings.showwarning = previous
 
 
+def _flags_of(fn) -> dict[str, str]:
+    """``{python name: flag}`` of a command: each parameter's first option name (``--questions``)
+    or its argument's metavar (``TRACES``)."""
+    import inspect
+    from typer.models import ArgumentInfo, OptionInfo
+    flags = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        info = param.default
+        if isinstance(info, OptionInfo):
+            decls = [d for d in (info.param_decls or ()) if d.startswith("-")]
+            longs = [d.split("/")[0] for d in decls if d.startswith("--")]
+            flags[name] = (longs or decls or ["--" + name.replace("_", "-")])[0]
+        elif isinstance(info, ArgumentInfo):
+            flags[name] = (info.metavar or name).upper()
+    return flags
+
+
+#: Library argument names whose CLI flag is not found by name (``n_questions`` is ``--questions``
+#: of ``bda simulate``); the rest are mapped by :func:`flag_for` from the command's parameters.
+LIBRARY_FIELDS = {"n_questions": "questions", "n_rounds": "rounds", "root": "root",
+                  "n_boot": "n_boot", "label_budget": "label_budget"}
+
+
+def flag_for(field, flags: dict[str, str]):
+    """The CLI name of an error's ``field``: a library argument name (``n_questions``,
+    ``root``, ``arms``, ``traces``) becomes the command's flag or argument (``--questions``,
+    ``--root``, ``--arms``, ``TRACES``) when the command has a parameter by that name (by
+    :data:`LIBRARY_FIELDS`, or by the name without ``n_``); any other field (a record key, a
+    flag already) is kept. ``flags``: the command's ``{parameter: flag}``."""
+    if not isinstance(field, str) or field.startswith("-"):
+        return field
+    for name in (field, LIBRARY_FIELDS.get(field), field[2:] if field.startswith("n_") else None):
+        if name is not None and name in flags:
+            return flags[name]
+    return field
+
+
+_KWARG = re.compile(r"(?<![\w-])([A-Za-z_]\w*)=(?![=\w])")
+
+
+def _cli_error(err, flags: dict[str, str]):
+    """``err`` with its field as the flag, and the Python spellings in its reason too: a leading
+    ``n_questions`` (``"n_questions must be ..."`` -> ``"must be ..."``), the field's name where
+    it holds an underscore, and a keyword argument (``"pass root="`` -> ``"pass --root"``).
+    An error located in a file (a line, task or move; or a file and a field that is not one of
+    :data:`LIBRARY_FIELDS`) names a field of the file's records and is kept as it is."""
+    if err.line is not None or err.task_id is not None or err.move_id is not None:
+        return err                   # a field of a record in a file (``gold``), not an option
+    field = err.field
+    flag = flag_for(field, flags) if err.file is None or field in LIBRARY_FIELDS else field
+    reason = str(err.reason)
+    if flag != field:
+        if reason.startswith(field + " "):
+            reason = reason[len(field) + 1:]
+        if "_" in field:
+            reason = re.sub(rf"(?<![\w-]){re.escape(field)}(?![\w-])", flag, reason)
+    reason = _KWARG.sub(lambda m: (flag_for(m.group(1), flags) if flag_for(m.group(1), flags)
+                                   != m.group(1) else m.group()), reason)
+    if flag == field and reason == str(err.reason):
+        return err
+    new = type(err).__new__(type(err))
+    new.__dict__.update(err.__dict__)
+    new.field, new.reason = flag, reason
+    return new
+
+
 def handled(fn):
-    """Run a command body: BdaError and OS errors -> one line and exit 2; anything else ->
-    exit 1 (with the traceback under ``--debug``)."""
+    """Run a command body: BdaError and OS errors -> one line and exit 2; a MemoryError -> one
+    line naming the size, exit 2; anything else -> exit 1 (with the traceback under
+    ``--debug``). An error's field that is a library argument name (``n_questions``) is printed
+    as the command's flag (``--questions``, :func:`flag_for`)."""
+    flags = _flags_of(fn)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from .. import BdaError
         json_mode = bool(kwargs.get("json_out", False))
+        if kwargs.pop("debug_here", False):
+            _STATE["debug"] = True
         tolerant_output()
         try:
             with _package_warnings_as_lines():
@@ -188,6 +264,7 @@ def handled(fn):
         except typer.Exit:
             raise
         except BdaError as err:
+            err = _cli_error(err, flags)
             _fail(error_line(err), EXIT_USER, json_mode,
                   {"type": type(err).__name__, "reason": err.reason, "file": err.file,
                    "line": err.line, "task_id": err.task_id, "move_id": err.move_id,
@@ -197,6 +274,9 @@ def handled(fn):
             msg = err.strerror or str(err)
             _fail(" ".join(f"error: {name}: {msg}".split()) if name else f"error: {msg}",
                   EXIT_USER, json_mode, {"type": type(err).__name__, "file": name})
+        except MemoryError as err:
+            _fail(f"error: out of memory ({err or 'the input is too large'}): use smaller sizes",
+                  EXIT_USER, json_mode, {"type": "MemoryError"})
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED)
@@ -204,6 +284,25 @@ def handled(fn):
             hint = "" if _STATE["debug"] else " (run `bda --debug ...` for the traceback)"
             _fail(f"internal error: {type(err).__name__}: {err}{hint}".replace("\n", " "),
                   EXIT_INTERNAL, json_mode, {"type": type(err).__name__})
+    return _with_common_options(wrapper, fn)
+
+
+def _with_common_options(wrapper, fn):
+    """Give the command ``--debug`` (the global ``bda --debug``, also accepted after the
+    command's name) in its signature, which Typer reads; the option is taken out of the
+    arguments before the body runs."""
+    import inspect
+    sig = inspect.signature(fn)
+    if "debug_here" not in sig.parameters:
+        extra = inspect.Parameter(
+            "debug_here", inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(False, "--debug", help="Print the full traceback of any error "
+                                                       "(as `bda --debug COMMAND`)."),
+            annotation=bool)
+        params = list(sig.parameters.values())
+        wrapper.__signature__ = sig.replace(parameters=[
+            *(p for p in params if p.kind != p.VAR_KEYWORD), extra,
+            *(p for p in params if p.kind == p.VAR_KEYWORD)])
     return wrapper
 
 
@@ -402,13 +501,109 @@ def parse_arms(text: str) -> list[str]:
     return list(dict.fromkeys(arms))
 
 
-def read_trace_file(path: Path, lenient: bool):
-    """The traces of a JSON Lines file; an empty file is an input error."""
+def read_trace_file(path: Path, lenient: bool, field: str = "TRACES", *,
+                    command: str | None = None, gold: str | None = None):
+    """The traces of a JSON Lines file; an empty file is an input error. A file the reader
+    refuses that is another kind of file (a CSV, a JSON array, gzip, a model: the arguments
+    swapped) is answered with what it looks like and what to do (:func:`expect_file_kind`).
+    ``field``: the argument or option naming the file in errors.
+
+    ``gold``: ``"warn"`` prints one warning line when some gold answers are not among their
+    task's candidates (a typo? such a task is scored wrong), with their count and the first
+    file:line; ``"strict"`` (``--strict-gold``) makes that an error (exit 2); None: no check."""
     from .. import read_traces
-    traces = read_traces(path, lenient=lenient)
+    from ._files import expect_file_kind
+    with expect_file_kind(path, "traces", field, command):
+        traces = read_traces(path, lenient=lenient)
     if not traces:
-        raise data_error("the trace file holds no task", "traces", file=str(path))
+        raise data_error("the trace file holds no task", field, file=str(path))
+    if gold is not None:
+        check_gold(traces, path, strict=gold == "strict")
     return traces
+
+
+def gold_not_candidates(traces) -> list[int]:
+    """Positions of the traces whose gold answer is given but is not a candidate (the tally's
+    ``gold_missing``: compared after the default answer normalizer)."""
+    import numpy as np
+
+    from .. import tally
+    return np.flatnonzero(np.asarray(tally(traces).gold_missing)).tolist()
+
+
+def check_gold(traces, path: Path, strict: bool) -> int:
+    """Count the gold answers that are not candidates: one ``warning:`` line with the count and
+    the first file:line (its task and gold), or with ``strict`` a DataError there (exit 2).
+    Returns the count."""
+    from .. import DataError
+    missing = gold_not_candidates(traces)
+    if not missing:
+        return 0
+    first = traces[missing[0]]
+    source = getattr(first, "source", None) or (None, None)
+    source = (source[0] or str(path), source[1])
+    where = f"{source[0]}:{source[1]}" if source[1] is not None else str(source[0])
+    what = (f"{len(missing)} of {len(traces)} task(s) have a gold answer that is not one of "
+            f"their candidates (scored wrong: a typo?); first: task {first.task_id!r} gold "
+            f"{first.gold!r}")
+    if strict:
+        raise DataError(what + " (refused by --strict-gold)", file=str(source[0]),
+                        line=source[1], task_id=first.task_id, field="gold")
+    typer.echo(f"warning: {where}: {printable(what)} (--strict-gold makes this an error)",
+               err=True)
+    return len(missing)
+
+
+def strict_gold_option():
+    """The ``--strict-gold`` option of a command that reads labeled traces."""
+    return typer.Option(False, "--strict-gold",
+                        help="A gold answer that is not one of its task's candidates is an "
+                             "error (default: a warning with the count and the first line).")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can expect to get: ``MemAvailable`` of /proc/meminfo, else
+    the physical memory (``SC_PHYS_PAGES * SC_PAGE_SIZE``); None when neither is known."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(estimate: int, field: str, what: str) -> None:
+    """Refuse up front (DataError naming ``field``, exit 2) a size whose ``estimate`` (bytes)
+    is beyond :func:`available_memory`, the estimate in the message, instead of letting the
+    process be killed for memory half way."""
+    have = available_memory()
+    if have is not None and estimate > have:
+        raise data_error(f"{what} needs about {_gib(estimate)} of memory, {_gib(have)} is "
+                         "available: use a smaller size", field)
+
+
+#: Peak bytes per simulated move: about 4.6 kB per question of 3 seats x 3 rounds (9 moves)
+#: measured with tracemalloc for ``simulate_council`` at 2,000 and 8,000 questions (Python
+#: objects and arrays), rounded up to leave room for writing the file.
+SIMULATED_MOVE_BYTES = 600
+
+
+def simulation_bytes(questions: int, seeds_per_question: int, n_seats: int,
+                     n_rounds: int) -> int:
+    """Estimated peak memory (bytes) of simulating ``questions x seeds_per_question`` councils
+    of ``n_seats`` seats over ``n_rounds`` rounds (:data:`SIMULATED_MOVE_BYTES` per move), for
+    :func:`check_memory` (``bda simulate --questions``)."""
+    moves = max(questions, 0) * max(seeds_per_question, 1) * max(n_seats, 1) * max(n_rounds, 1)
+    return SIMULATED_MOVE_BYTES * moves
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**28 else f"{n / 2**20:.0f} MiB"
 
 
 def rich_table(title: str | None, columns: list[str], rows: list[list[str]]):

@@ -14,12 +14,14 @@ from ._app import (
     example_traces_path,
     handled,
     json_option,
+    progress_bar,
     progress_option,
     read_trace_file,
     rich_table,
     seed_option,
     stdout_console,
 )
+from ._files import expect_file_kind
 
 
 def _print_posterior_table(res: dict) -> None:
@@ -77,7 +79,8 @@ def demo(
         check_out_dir(out, "--out", {"--traces": path},
                       writes=["results.json", "index.html", "demo-cache.jsonl",
                               "demo-cache.jsonl.lock"])
-    table = posterior_table(read_trace_file(path, lenient), mean, strength, seed, source=str(path))
+    table = posterior_table(read_trace_file(path, lenient, "--traces", command="bda demo"), mean,
+                            strength, seed, source=str(path))
     if not json_out:
         _print_posterior_table(table)
     result = None
@@ -100,13 +103,17 @@ def report(
     results: Path = typer.Argument(..., help="Results JSON (`bda demo`'s results.json or "
                                              "`bda evaluate --out`)."),
     out: Path = typer.Option(Path("bda-report"), "--out", help="Report folder."),
+    progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Render a results JSON as a report folder."""
     from ..report import load_results, render_report
 
     check_out_dir(out, "--out", {"RESULTS": results}, writes=["index.html"])
-    where = render_report(load_results(results), out)
+    with expect_file_kind(results, "results", "RESULTS", "bda report"):
+        loaded = load_results(results)
+    with progress_bar(progress and not json_out, f"rendering {results.name}"):
+        where = render_report(loaded, out)
     if json_out:
         emit_json({"command": "report", "results": str(results), "report": str(where)})
     else:

@@ -12,10 +12,13 @@ from ._app import (
     handled,
     json_option,
     label_app,
+    progress_bar,
+    progress_option,
     rich_table,
     seed_option,
     stdout_console,
 )
+from ._files import expect_file_kind
 
 
 def _score(x) -> str:
@@ -43,6 +46,7 @@ def label_next_command(
                                      help="expected-brier scores at most this many unlabeled "
                                           "tasks (a seeded subsample)."),
     seed: int = seed_option("Seed of the subsamples, the random strategy and tie-breaks."),
+    progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Print the tasks to label next, best first, from a pool of traces and the labels so far."""
@@ -61,8 +65,10 @@ def label_next_command(
         raise data_error(f"must be an integer >= 1, got {n_candidates}", "--n-candidates")
     if seed < 0:
         raise data_error(f"must be a non-negative integer, got {seed}", "--seed")
-    plan = label_next(traces, gold, budget=budget, strategy=strategy, seed=seed, arm=arm,
-                      batch=batch, n_candidates=n_candidates)
+    with expect_file_kind(traces, "traces", "TRACES", "bda label next"), \
+            progress_bar(progress and not json_out, f"scoring the pool of {traces.name}"):
+        plan = label_next(traces, gold, budget=budget, strategy=strategy, seed=seed, arm=arm,
+                          batch=batch, n_candidates=n_candidates)
     result = plan.to_dict()
     if json_out:
         emit_json({"command": "label next", "traces": str(traces),

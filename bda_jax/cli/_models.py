@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import typer
 
+from ._files import expect_file_kind
 from ._app import (
     DEFAULT_ARMS,
     app,
@@ -23,6 +24,7 @@ from ._app import (
     progress_option,
     read_trace_file,
     rich_table,
+    strict_gold_option,
     seed_option,
     stdout_console,
     write_text,
@@ -67,6 +69,11 @@ def _selected_line(params: dict) -> str:
                                     for k, v in params.items())
 
 
+def _gold_mode(strict: bool) -> str:
+    """``read_trace_file``'s gold check: a warning, or with ``--strict-gold`` an error."""
+    return "strict" if strict else "warn"
+
+
 @app.command()
 @handled
 def fit(
@@ -79,6 +86,7 @@ def fit(
                                                 "to an .npz beside it)."),
     seed: int = seed_option("Seed of the inner CV folds and of the tie-break."),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
+    strict_gold: bool = strict_gold_option(),
     progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
@@ -87,7 +95,7 @@ def fit(
     from ..aggregators import fit_model_file
 
     arm = _resolve_arm(arm)
-    tr = read_trace_file(traces, lenient)
+    tr = read_trace_file(traces, lenient, command="bda fit", gold=_gold_mode(strict_gold))
     with progress_bar(progress and not json_out, f"fitting {arm} on {len(tr)} tasks"):
         summary = fit_model_file(tr, arm, out, seed=seed, source=str(traces))
     if json_out:
@@ -124,6 +132,8 @@ def predict(
         None, "--calibration", help="Labeled JSON Lines traces the model was not fitted on: "
                                     "they calibrate --set."),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
+    strict_gold: bool = strict_gold_option(),
+    progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Per-task posterior, decision and confidence (and answer set) from a saved model."""
@@ -140,14 +150,19 @@ def predict(
             raise data_error(f"must be lac or aps, got {set_method!r}", "--set-method")
     from ..aggregators import load_model, predict_tasks
 
-    art = load_model(model)
-    tr = read_trace_file(traces, lenient)
-    cal = None if calibration is None else read_trace_file(calibration, lenient)
-    rows, result = predict_tasks(art, tr, seed=seed, allow_missing_agents=allow_missing_agents,
-                                 source=str(traces), set_alpha=set_alpha, set_method=set_method,
-                                 calibration=cal,
-                                 calibration_source=None if calibration is None
-                                 else str(calibration))
+    with expect_file_kind(model, "model", "MODEL", "bda predict"):
+        art = load_model(model)
+    gold = _gold_mode(strict_gold)
+    tr = read_trace_file(traces, lenient, command="bda predict", gold=gold)
+    cal = None if calibration is None else read_trace_file(calibration, lenient, "--calibration",
+                                                           gold=gold)
+    with progress_bar(progress and not json_out, f"predicting {len(tr)} tasks"):
+        rows, result = predict_tasks(art, tr, seed=seed,
+                                     allow_missing_agents=allow_missing_agents,
+                                     source=str(traces), set_alpha=set_alpha,
+                                     set_method=set_method, calibration=cal,
+                                     calibration_source=None if calibration is None
+                                     else str(calibration))
     summary = {"command": "predict", "model": str(model), "estimator": result["estimator"],
                "arm": result["arm"], "traces": str(traces), "n_tasks": result["n_tasks"],
                "n_labeled": result["n_labeled"], "accuracy": result["accuracy"],
@@ -235,13 +250,14 @@ def evaluate(
                                                            "(input of `bda report`)."),
     seed: int = seed_option(),
     lenient: bool = typer.Option(False, help="Skip inadmissible moves instead of failing."),
+    strict_gold: bool = strict_gold_option(),
     progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Nested cross-validated evaluation of arms: accuracy, ECE, Brier, paired bootstraps."""
     check_outputs({"--out": out, "--cache": cache, "--reply-cache": reply_cache},
                   {"TRACES": traces, "--config": config, "--method-run": method_runs})
-    from .. import make_arm
+    from .. import BdaError, make_arm
     from ..council import METHODS
     from ..report import evaluation_results
 
@@ -251,11 +267,14 @@ def evaluate(
                          "models they call)", "--config")
     arm_list = parse_arms(",".join(a for a in arms.split(",") if a.strip() not in METHODS)
                           or reference)
-    make_arm(reference)
+    try:
+        make_arm(reference)
+    except BdaError as err:                # the arm check names --arms; this is --reference
+        raise data_error(str(err.reason), "--reference") from None
     if folds < 2:
         raise data_error(f"need at least 2 folds, got {folds}", "--folds")
     if n_resamples < 1:
-        raise data_error("n_resamples must be >= 1", "--n-resamples")
+        raise data_error(f"must be an integer >= 1, got {n_resamples}", "--n-resamples")
     sets = {}
     if set_alpha is not None:
         if not 0.0 < set_alpha < 1.0:
@@ -263,7 +282,7 @@ def evaluate(
         if set_method not in ("lac", "aps"):
             raise data_error(f"must be lac or aps, got {set_method!r}", "--set-method")
         sets = {"set_alpha": set_alpha, "set_method": set_method}
-    tr = read_trace_file(traces, lenient)
+    tr = read_trace_file(traces, lenient, command="bda evaluate", gold=_gold_mode(strict_gold))
     methods = []
     if method_names or method_runs:
         from ..council import Runtime, make_method, read_config, read_method_run
@@ -317,6 +336,7 @@ def convert(
     moves: str = typer.Option("proposals", "--moves",
                               help="DASE move mapping: proposals or typed."),
     list_: bool = typer.Option(False, "--list", help="List the known data set names."),
+    progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Convert a real data set (crowd labels, DASE histories) to a trace file."""
@@ -342,16 +362,19 @@ def convert(
         raise data_error("--out is required", "--out")
     crowd = {n.casefold(): n for n in list_crowd()}
     report: dict[str, Any] = {}
+    bar = progress_bar(progress and not json_out, f"converting {dataset}")
     if dataset in DASE_EXCERPTS or dataset.endswith(".jsonl") or Path(dataset).is_file():
         path = Path(DASE_EXCERPTS.get(dataset, dataset))
         if not path.is_file():
             raise data_error("no such file", "DATASET", file=str(path))
-        traces = load_dase_history(path, gold="recover" if gold else None, moves=moves)
+        with expect_file_kind(path, "dase-history", "DATASET", "bda convert"), bar:
+            traces = load_dase_history(path, gold="recover" if gold else None, moves=moves)
         kind = "dase"
         report = dict(traces.report)
     elif dataset.casefold() in crowd:
-        data = load_crowd(crowd[dataset.casefold()], root)
-        traces = to_traces(data)
+        with bar:
+            data = load_crowd(crowd[dataset.casefold()], root)
+            traces = to_traces(data)
         kind = "crowd"
         report = {"name": data.name, "candidates": list(data.candidates)}
     else:

@@ -15,11 +15,14 @@ from ._app import (
     fmt3,
     handled,
     json_option,
+    progress_bar,
+    progress_option,
     rich_table,
     seed_option,
     stdout_console,
     stop_app,
 )
+from ._files import expect_file_kind
 
 
 def _dase_path(log: Optional[Path], bundled: Optional[str]) -> Path:
@@ -59,6 +62,7 @@ def stop_replay(
                                      help="Also print every problem's stop round."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of the gap."),
     seed: int = seed_option("Seed of the routing-gap bootstrap."),
+    progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
     """Replay a DASE history under a stopping rule: stop rounds and the commit partition."""
@@ -69,8 +73,10 @@ def stop_replay(
     if rule is not None and rule not in ("spatial", "heuristic"):
         raise data_error(f"rule must be spatial or heuristic, got {rule!r}", "--rule")
     gold_source = False if not gold else gold_from if gold_from is not None else True
-    summary = replay_summary(path, rule=rule, W=W, k=k, L=L, empty_g=empty_g, gold=gold_source,
-                             n_boot=n_boot, seed=seed)
+    with expect_file_kind(log, "dase-history", "LOG", "bda stop replay"), \
+            progress_bar(progress and not json_out, f"replaying {path.name}"):
+        summary = replay_summary(path, rule=rule, W=W, k=k, L=L, empty_g=empty_g,
+                                 gold=gold_source, n_boot=n_boot, seed=seed)
     result = {"command": "stop replay", **summary.to_json()}
     if json_out:
         emit_json(result)
