@@ -8,9 +8,12 @@ kept), a path (a ``CellCache`` there, fingerprinted by the study's inputs and th
 or a cell store. A path is held by one process at a time: while another process writes it, opening
 raises :class:`~bda_jax.DataError` (field ``"lock"``); a cell that was edited, duplicated or
 copied from another study's cache is refused (:class:`~bda_jax.ArtifactError`), never reused.
+A study that runs another study's cells in its own store gives each its own key space
+(:func:`scoped`); :func:`fingerprint_traces` is the trace-set part of a study's fingerprint.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any, Callable
@@ -19,7 +22,7 @@ from .._core.cache import CellCache
 from .._core.cache import fingerprint as _fingerprint
 from .._core.version import __version__
 
-__all__ = ["open_cells", "cell"]
+__all__ = ["open_cells", "cell", "scoped", "fingerprint_traces"]
 
 
 def open_cells(cache, fingerprint: Callable[[], str]):
@@ -41,3 +44,34 @@ def cell(store, key: str, compute: Callable[[], Any]) -> Any:
     if store is None:
         return json.loads(json.dumps(compute(), allow_nan=False))
     return store.get_or_compute(key, compute)
+
+
+def scoped(store, prefix: str):
+    """A view of cell store ``store`` whose keys are ``f"{prefix}/{key}"`` (``None`` stays
+    ``None``), so that one study can run another study's cells in the same store without two
+    cells sharing a key."""
+    if store is None:
+        return None
+    return _Scoped(store, str(prefix))
+
+
+class _Scoped:
+    def __init__(self, store, prefix: str):
+        self.store, self.prefix = store, prefix
+
+    def get_or_compute(self, key, compute):
+        return self.store.get_or_compute(f"{self.prefix}/{key}", compute)
+
+
+def fingerprint_traces(traces) -> str:
+    """SHA-256 of a trace set as a study reads it: each trace's task id, candidates, gold,
+    cluster and moves (``Move.to_json()``), in order. Equal trace sets give equal fingerprints;
+    a changed move, gold or order changes it."""
+    h = hashlib.sha256()
+    for t in traces:
+        h.update(json.dumps([t.task_id, t.gold, t.cluster,
+                             None if t.candidates is None else list(t.candidates),
+                             [m.to_json() for m in t.moves]], sort_keys=True,
+                            default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()

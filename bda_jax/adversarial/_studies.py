@@ -3,26 +3,40 @@
 One definition of each study, run by ``bda study``, by ``bda demo`` (at its own sizes) and by
 ``benchmarks/study_*.py`` (which add the paper's thresholds and write ``docs/results-*.md``):
 
-=================  ===============================================================================
-``dose-response``  :func:`dose_response` on a clean council ([BDA] Appendix F.3, Table 12)
-``sleeper``        :func:`sleeper_study` over study seeds, and a compliance sensitivity on the
-                   first seed ([BDA] Appendix F.8, F.13)
-``controls``       label permutation, round-0 truncation, isotonic recalibration under attack,
-                   policy shift and weak-seat swap ([BDA] Appendix F.5, F.9, F.11, F.12, F.14)
-``simulated``      every arm with full labels and on a 25-label budget, K = 4 tempering, DS-EM
-                   under a coalition, abstention as an explicit candidate ([BDA] §6, Tables 11
-                   and 16)
-=================  ===============================================================================
+======================  ==========================================================================
+``dose-response``       :func:`dose_response` on a clean council ([BDA] Appendix F.3, Table 12)
+``sleeper``             :func:`sleeper_study` over study seeds, and a compliance sensitivity on
+                        the first seed ([BDA] Appendix F.8, F.13)
+``controls``            label permutation, round-0 truncation, isotonic recalibration under
+                        attack, policy shift and weak-seat swap ([BDA] Appendix F.5, F.9, F.11,
+                        F.12, F.14)
+``simulated``           every arm with full labels and on a 25-label budget, K = 4 tempering,
+                        DS-EM under a coalition, abstention as an explicit candidate ([BDA] §6,
+                        Tables 11 and 16)
+``label-efficiency``    :func:`label_efficiency`: the supervised family on a grid of label
+                        budgets at K = 2, 3, 4 over study seeds ([BDA] Appendix E.6, Table 11,
+                        Figure 3)
+``transfer``            :func:`transfer_study`: leave-one-dataset-out over three simulated claim
+                        datasets of one council ([BDA] Appendix E.2, "Transfer")
+``round-window``        :func:`round_windows`: evidence windows <= round 0, <= round 1 and the
+                        full trace, refit leak-free, and the full-trace fit it replaces ([BDA]
+                        Table 8)
+``seeds``               :func:`seed_spread`: the headline arms as mean ± SD across generation
+                        seeds ([BDA] Appendix E.1, Table 6)
+``fix-break-k``         :func:`fix_break_by_k`: fix/break of the rounds against round 0 at each
+                        K ([BDA] Appendix E.4, Figure 6)
+======================  ==========================================================================
 
 :data:`STUDY_PRESETS` holds each study's ``"quick"`` and ``"full"`` configuration as plain JSON
 (council sizes, arms, grids; ``"full"`` is the paper's binary regime, seats .74/.68/.68 and 1,500
 questions x 3 seeds, as reported in the docs). :func:`study_config` returns a preset with
 overrides, :func:`run_study` runs one and returns a :class:`StudyRun`: the study as JSON and as
-Markdown tables. Every study is a grid of *cells* (a dose-response grid point, a study seed, a
-control study, an evaluation); with ``cache`` each finished cell is kept (a path: an append-only
-:class:`~bda_jax.report.CellCache` fingerprinted by the study's name, configuration, seed and the
-bda_jax version; or a cell store, see :func:`~bda_jax.adversarial.open_cells`), so an interrupted
-study resumes.
+Markdown tables; the clean-data studies (``label-efficiency`` ... ``fix-break-k``) also draw
+their figure (:meth:`StudyRun.plot_png`). Every study is a grid of *cells* (a dose-response
+grid point, a study seed, a control study, an evaluation); with ``cache`` each finished cell is
+kept (a path: an append-only :class:`~bda_jax.report.CellCache` fingerprinted by the study's
+name, configuration, seed and the bda_jax version; or a cell store, see
+:func:`~bda_jax.adversarial.open_cells`), so an interrupted study resumes.
 """
 from __future__ import annotations
 
@@ -48,12 +62,21 @@ from ._controls import (PAPER_RELIABILITIES, ControlStudy, label_permutation_con
                         policy_shift, recalibration_under_attack, round0_truncation,
                         weak_seat_swap)
 from ._drift import F_GRID, sleeper_study
+from ._fix_break import fix_break_by_k
+from ._label_efficiency import label_efficiency
+from ._result import markdown_table
+from ._rounds import round_windows
+from ._seeds import seed_spread
+from ._transfer import transfer_study
 
-__all__ = ["STUDIES", "STUDY_PRESETS", "StudyRun", "study_config", "run_study",
+__all__ = ["STUDIES", "FIGURE_STUDIES", "STUDY_PRESETS", "StudyRun", "study_config", "run_study",
            "abstain_unsure"]
 
 #: The names of the studies, in the order ``bda study --help`` lists them.
-STUDIES = ("dose-response", "sleeper", "controls", "simulated")
+STUDIES = ("dose-response", "sleeper", "controls", "simulated", "label-efficiency", "transfer",
+           "round-window", "seeds", "fix-break-k")
+#: The studies that draw a figure (:meth:`StudyRun.plot_png`): the clean-data studies.
+FIGURE_STUDIES = ("label-efficiency", "transfer", "round-window", "seeds", "fix-break-k")
 
 _R = list(PAPER_RELIABILITIES)
 _TRIO = ["majority", "bda-per-agent", "bda-confusion"]
@@ -91,6 +114,27 @@ def _controls_cells(full: bool) -> list[dict]:
                 "council": c} for c in trunc]
             + [recal, shift, weak])
 
+
+def _efficiency_councils(full: bool) -> list[dict]:
+    """The councils of the label-efficiency study: the binary regime and K = 3, 4 (the paper's
+    PubMedQA and MMLU pools), each with Table 11's budgets plus Figure 3's n = 10 and all."""
+    if not full:
+        return [{"label": "binary", "n_candidates": 2, "budgets": [10, 25, None]},
+                {"label": "K=3", "n_candidates": 3, "budgets": [10, 25, None]}]
+    return [{"label": "binary", "n_candidates": 2, "budgets": [10, 25, 100, 500, None]},
+            {"label": "K=3", "n_candidates": 3, "budgets": [10, 25, 100, 200, None]},
+            {"label": "K=4", "n_candidates": 4, "budgets": [10, 25, 100, 400, None]}]
+
+
+#: Three simulated "claim datasets" of one binary council: the same seats, each a little more
+#: or less accurate on each dataset (by at most .04), and questions of different difficulty
+#: spread — the reliability profile is the agents', not quite the same on every task set.
+_CLAIM_DATASETS = [
+    {"label": "claims-A", "reliabilities": [0.74, 0.68, 0.68], "difficulty_sd": 1.0},
+    {"label": "claims-B", "reliabilities": [0.70, 0.72, 0.66], "difficulty_sd": 0.7},
+    {"label": "claims-C", "reliabilities": [0.78, 0.66, 0.70], "difficulty_sd": 1.3},
+]
+_CLEAN = ["majority", "bda-shared", "bda-per-agent", "bda-tempered"]
 
 #: ``{study: {"quick": config, "full": config}}``, plain JSON; :func:`study_config` copies one.
 STUDY_PRESETS: dict[str, dict[str, dict]] = {
@@ -137,6 +181,48 @@ STUDY_PRESETS: dict[str, dict[str, dict]] = {
                  "coalition_reliabilities": [0.75, 0.75, 0.75], "label_budget": 25,
                  "folds": 5, "n_resamples": 10_000, "abstain_below": 0.6},
     },
+    "label-efficiency": {
+        "quick": {"n_questions": 100, "seeds_per_question": 1, "reliabilities": _R,
+                  "councils": _efficiency_councils(full=False),
+                  "arms": ["bda-per-agent", "bda-confusion"], "n_seeds": 1, "folds": 5,
+                  "n_resamples": 100},
+        "full": {"n_questions": 500, "seeds_per_question": 3, "reliabilities": _R,
+                 "councils": _efficiency_councils(full=True),
+                 "arms": ["bda-per-agent", "bda-confusion", "stacking", "gated-vote"],
+                 "n_seeds": 3, "folds": 5, "n_resamples": 200},
+    },
+    "transfer": {
+        "quick": {"n_questions": 60, "seeds_per_question": 1, "datasets": _CLAIM_DATASETS,
+                  "arms": ["majority", "bda-per-agent"], "folds": 5, "in_domain": True,
+                  "n_resamples": 200},
+        "full": {"n_questions": 500, "seeds_per_question": 3, "datasets": _CLAIM_DATASETS,
+                 "arms": _CLEAN, "folds": 5, "in_domain": True, "n_resamples": 2000},
+    },
+    "round-window": {
+        "quick": {"n_questions": 100, "seeds_per_question": 1, "reliabilities": _R,
+                  "n_candidates": 2, "windows": [0, 1, None],
+                  "arms": ["majority", "bda-per-agent"], "folds": 5, "label_budget": None,
+                  "full_trace_fit": True, "n_resamples": 200},
+        "full": {"n_questions": 1500, "seeds_per_question": 3, "reliabilities": _R,
+                 "n_candidates": 2, "windows": [0, 1, None], "arms": _TRIO, "folds": 5,
+                 "label_budget": None, "full_trace_fit": True, "n_resamples": 2000},
+    },
+    "seeds": {
+        "quick": {"n_questions": 100, "seeds_per_question": 3, "reliabilities": _R,
+                  "arms": ["majority", "bda-shared", "bda-per-agent"], "folds": 5,
+                  "protocol": "separate", "ddof": 1, "n_resamples": 200},
+        "full": {"n_questions": 1500, "seeds_per_question": 3, "reliabilities": _R,
+                 "arms": ["majority", "verbalized", "best-member", "bda-shared",
+                          "bda-per-agent"], "folds": 5, "protocol": "separate", "ddof": 1,
+                 "n_resamples": 10_000},
+    },
+    "fix-break-k": {
+        "quick": {"n_questions": 100, "seeds_per_question": 1, "reliabilities": _R,
+                  "k_grid": [2, 3], "arms": ["bda-per-agent"], "folds": 5, "n_resamples": 200},
+        "full": {"n_questions": 1500, "seeds_per_question": 3, "reliabilities": _R,
+                 "k_grid": [2, 3, 4, 5, 6], "arms": ["bda-per-agent", "bda-confusion"],
+                 "folds": 5, "n_resamples": 2000},
+    },
 }
 
 
@@ -173,11 +259,15 @@ def study_config(name: str, quick: bool = False, **overrides) -> dict:
     for arm in arms:
         make_arm(arm)                                   # a DataError naming the known arms
     cfg["arms"] = list(dict.fromkeys(arms))
-    if key == "controls":
+    if key in ("controls", "label-efficiency"):
         cfg["arms"] = [a for a in cfg["arms"] if a != "majority"]     # always compared with
         if not cfg["arms"]:
-            raise DataError("the control studies need an arm other than majority",
+            raise DataError(f"the {key} study needs an arm other than majority",
                             field="arms")
+    if key == "seeds" and (not isinstance(cfg["seeds_per_question"], int)
+                           or cfg["seeds_per_question"] < 2):
+        raise DataError("the seeds study needs seeds_per_question >= 2",
+                        field="seeds_per_question")
     return cfg
 
 
@@ -189,7 +279,10 @@ class StudyRun:
     ``quick``: whether ``config`` came from the quick preset; ``result``: the study as JSON
     (``"study"``, ``"setup"`` and the study's own sections: the dose-response grid and its
     accuracy / ECE pivots, the sleeper's per-seed studies and seed-mean accuracies, the control
-    studies or evaluations by cell name); ``markdown``: its tables; ``seconds``: wall time.
+    studies or evaluations by cell name; for the clean-data studies ``"result"``, the
+    :class:`~bda_jax.adversarial.StudyResult` as JSON); ``markdown``: its tables; ``seconds``:
+    wall time; ``study``: the clean-data study's :class:`~bda_jax.adversarial.StudyResult`
+    (``None`` for the others).
     """
 
     name: str
@@ -199,11 +292,19 @@ class StudyRun:
     result: dict
     markdown: str
     seconds: float = field(default=0.0)
+    study: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         """The study document of ``bda study --out`` (``kind`` ``"bda_jax.study"``)."""
         return {"schema_version": 1, "kind": "bda_jax.study", "quick": self.quick,
                 **self.result, "seconds": self.seconds}
+
+    def plot_png(self, path) -> str:
+        """Write the study's figure to ``path`` (PNG); a study without one (dose-response,
+        sleeper, controls, simulated) is a :class:`~bda_jax.DataError` (field ``"figure"``)."""
+        if self.study is None:
+            raise DataError(f"the {self.name} study has no figure", field="figure")
+        return self.study.plot_png(path)
 
 
 def run_study(name: str, *, quick: bool = False, seed: int = 0, cache=None,
@@ -234,26 +335,12 @@ def run_study(name: str, *, quick: bool = False, seed: int = 0, cache=None,
     store = open_cells(cache, lambda: fingerprint("bda_jax.study", key, cfg, seed, __version__))
     report = progress if progress is not None else (lambda description, done, total: None)
     t0 = time.perf_counter()
-    result, markdown = _RUNNERS[key](cfg, seed, store, report)
+    result, markdown, *study = _RUNNERS[key](cfg, seed, store, report)
     return StudyRun(key, cfg, seed, bool(quick), {"study": key, **result}, markdown,
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, study[0] if study else None)
 
 
-# --------------------------------------------------------------------------- formatting
-
-def _md_table(rows: list[dict], columns: list[str] | None = None, digits: int = 3) -> str:
-    if not rows:
-        return "(no rows)"
-    columns = columns or list(rows[0])
-
-    def text(v):
-        if isinstance(v, float):
-            return f"{v:.{digits}f}"
-        return "—" if v is None else str(v)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(text(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
-
+# --------------------------------------------------------------------------- cells
 
 def _cells_run(store, steps: dict[str, Callable[[], Any]], label: str, report):
     """Run named cells in order; their values by name."""
@@ -328,7 +415,7 @@ def _sleeper(cfg, seed, store, report):
         result["compliance_sensitivity"] = {
             str(c): values[f"compliance={c!r}"] for c in cfg["compliance_sensitivity"]}
     md = ("Deployment accuracy (mean over study seeds) by calibration contamination f, and the "
-          "row-drift monitor's ratio to its noise floor:\n\n" + _md_table(rows))
+          "row-drift monitor's ratio to its noise floor:\n\n" + markdown_table(rows))
     return result, md
 
 
@@ -378,7 +465,7 @@ def _controls(cfg, seed, store, report):
     out = _cells_run(store, steps, "controls", report)
     md = []
     for name, value in out.items():
-        md += [f"## {name}", "", _md_table(value["table"]), ""]
+        md += [f"## {name}", "", markdown_table(value["table"]), ""]
     result = {"setup": {"n_questions": cfg["n_questions"],
                         "seeds_per_question": cfg["seeds_per_question"], "arms": arms,
                         "seed": seed}, "studies": out}
@@ -453,18 +540,96 @@ def _simulated(cfg, seed, store, report):
     md = []
     for name, value in out.items():
         if name == "ds_em_coalition_k2":
-            table = _md_table([{"init": k, "accuracy": v} for k, v in value.items()])
+            table = markdown_table([{"init": k, "accuracy": v} for k, v in value.items()])
         elif name == "abstention":
-            table = _md_table([{"abstain handling": k, **{c: v.get(c) for c in (
+            table = markdown_table([{"abstain handling": k, **{c: v.get(c) for c in (
                 "accuracy", "ece_ew", "brier", "aurc", "mass_on_unknown")}}
                 for k, v in value["rows"].items()])
         else:
-            table = _md_table(value["table"], _SIMULATED_COLUMNS)
+            table = markdown_table(value["table"], _SIMULATED_COLUMNS)
         md += [f"## {name}", "", table, ""]
     result = {"setup": {"n_questions": n, "seeds_per_question": spq, "arms": cfg["arms"],
                         "seed": seed}, "studies": out}
     return result, "\n".join(md)
 
 
+# --------------------------------------------------------------------------- clean-data studies
+
+_COUNCIL_OPTIONS = ("n_candidates", "reliabilities", "difficulty_sd", "seat_question_sd",
+                    "distractor_pull", "contagion", "n_rounds")
+
+
+def _simulated_council(cfg, spec: dict, seed: int):
+    """A council of ``cfg``'s size and reliabilities, with ``spec``'s simulator options."""
+    options = {"reliabilities": cfg.get("reliabilities")}
+    unknown = set(spec) - set(_COUNCIL_OPTIONS) - {"label", "budgets"}
+    if unknown:
+        raise DataError(f"council {spec.get('label')!r} has unknown settings "
+                        f"{', '.join(sorted(unknown))}", field="councils")
+    options.update({k: v for k, v in spec.items() if k in _COUNCIL_OPTIONS})
+    rel = options.pop("reliabilities")
+    return simulate_council(seed, cfg["n_questions"], rel,
+                            seeds_per_question=cfg["seeds_per_question"], **options)
+
+
+def _setup(cfg, seed, **more) -> dict:
+    return {"n_questions": cfg["n_questions"], "seeds_per_question": cfg["seeds_per_question"],
+            "seed": seed, **more}
+
+
+def _label_efficiency(cfg, seed, store, report):
+    councils = {c["label"]: _simulated_council(cfg, c, seed) for c in cfg["councils"]}
+    study = label_efficiency(councils, cfg["arms"],
+                             {c["label"]: c["budgets"] for c in cfg["councils"]},
+                             seeds=[seed + j for j in range(cfg["n_seeds"])], folds=cfg["folds"],
+                             n_resamples=cfg["n_resamples"], cache=store, progress=report)
+    setup = _setup(cfg, seed, reliabilities=cfg["reliabilities"],
+                   councils=[c["label"] for c in cfg["councils"]])
+    return {"setup": setup, "result": study.to_json()}, study.to_markdown(), study
+
+
+def _transfer(cfg, seed, store, report):
+    datasets = {d["label"]: _simulated_council(cfg, d, seed + j)
+                for j, d in enumerate(cfg["datasets"])}
+    study = transfer_study(datasets, cfg["arms"], seed=seed, folds=cfg["folds"],
+                           in_domain=cfg["in_domain"], n_resamples=cfg["n_resamples"],
+                           cache=store, progress=report)
+    setup = _setup(cfg, seed, datasets=cfg["datasets"])
+    return {"setup": setup, "result": study.to_json()}, study.to_markdown(), study
+
+
+def _round_window(cfg, seed, store, report):
+    traces = _simulated_council(cfg, {"n_candidates": cfg["n_candidates"]}, seed)
+    study = round_windows(traces, cfg["arms"], cfg["windows"], folds=cfg["folds"], seed=seed,
+                          label_budget=cfg["label_budget"],
+                          full_trace_fit=cfg["full_trace_fit"],
+                          n_resamples=cfg["n_resamples"], cache=store, progress=report)
+    setup = _setup(cfg, seed, reliabilities=cfg["reliabilities"],
+                   n_candidates=cfg["n_candidates"])
+    return {"setup": setup, "result": study.to_json()}, study.to_markdown(), study
+
+
+def _seeds(cfg, seed, store, report):
+    traces = _simulated_council(cfg, {}, seed)
+    s = cfg["seeds_per_question"]               # ordered by question, then generation seed
+    replicates = {f"seed {j}": traces[j::s] for j in range(s)}
+    study = seed_spread(replicates, cfg["arms"], folds=cfg["folds"], seed=seed,
+                        protocol=cfg["protocol"], ddof=cfg["ddof"],
+                        n_resamples=cfg["n_resamples"], cache=store, progress=report)
+    setup = _setup(cfg, seed, reliabilities=cfg["reliabilities"])
+    return {"setup": setup, "result": study.to_json()}, study.to_markdown(), study
+
+
+def _fix_break_k(cfg, seed, store, report):
+    councils = {f"K={k}": _simulated_council(cfg, {"n_candidates": k}, seed)
+                for k in cfg["k_grid"]}
+    study = fix_break_by_k(councils, cfg["arms"], folds=cfg["folds"], seed=seed,
+                           n_resamples=cfg["n_resamples"], cache=store, progress=report)
+    setup = _setup(cfg, seed, reliabilities=cfg["reliabilities"], k_grid=cfg["k_grid"])
+    return {"setup": setup, "result": study.to_json()}, study.to_markdown(), study
+
+
 _RUNNERS = {"dose-response": _dose_response, "sleeper": _sleeper, "controls": _controls,
-            "simulated": _simulated}
+            "simulated": _simulated, "label-efficiency": _label_efficiency,
+            "transfer": _transfer, "round-window": _round_window, "seeds": _seeds,
+            "fix-break-k": _fix_break_k}

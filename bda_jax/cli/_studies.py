@@ -8,8 +8,10 @@ import typer
 
 from ._app import (
     app,
+    check_memory,
     check_out_path,
     check_outputs,
+    simulation_bytes,
     data_error,
     dumps,
     emit_json,
@@ -77,6 +79,8 @@ def simulate(
     from ..simulate import simulate_council
 
     reliabilities = parse_floats(seats, "--seats")
+    check_memory(simulation_bytes(questions, seeds_per_question, len(reliabilities), rounds),
+                 "--questions", f"simulating {questions} questions")
     with progress_bar(progress and not json_out, f"simulating {questions} questions"):
         traces = simulate_council(seed, questions, reliabilities,
                                   n_candidates=_parse_candidates(candidates), n_rounds=rounds,
@@ -100,7 +104,9 @@ def simulate(
 @app.command()
 @handled
 def study(
-    name: str = typer.Argument(..., help="dose-response, sleeper, controls or simulated."),
+    name: str = typer.Argument(..., help="dose-response, sleeper, controls, simulated, "
+                                         "label-efficiency, transfer, round-window, seeds or "
+                                         "fix-break-k."),
     quick: bool = typer.Option(False, "--quick", help="Small sizes (minutes, not hours)."),
     questions: Optional[int] = typer.Option(None, "--questions",
                                             help="Override the number of simulated questions."),
@@ -109,20 +115,28 @@ def study(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the study JSON here."),
     markdown: Optional[Path] = typer.Option(None, "--markdown",
                                             help="Write the study's Markdown tables here."),
+    figure: Optional[Path] = typer.Option(None, "--figure",
+                                          help="Write the study's figure here (PNG; the "
+                                               "clean-data studies label-efficiency ... "
+                                               "fix-break-k)."),
     arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms instead of "
                                                             "the study's own."),
     seed: int = seed_option(),
     progress: bool = progress_option(),
     json_out: bool = json_option(),
 ) -> None:
-    """Adversarial and simulated-council studies ([BDA] Appendix F) on simulated councils."""
-    check_outputs({"--out": out, "--markdown": markdown, "--cache": cache})
-    from ..adversarial import STUDIES, run_study
+    """Adversarial ([BDA] Appendix F) and clean-data ([BDA] Appendix E) studies on simulated
+    councils."""
+    check_outputs({"--out": out, "--markdown": markdown, "--cache": cache, "--figure": figure})
+    from ..adversarial import FIGURE_STUDIES, STUDIES, run_study
 
     key = name.strip().lower().replace("_", "-")
     if key not in STUDIES:
         raise data_error(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}",
                          "NAME")
+    if figure is not None and key not in FIGURE_STUDIES:
+        raise data_error(f"the {key} study has no figure; these have one: "
+                         f"{', '.join(FIGURE_STUDIES)}", "--figure")
     if questions is not None and questions < 6:
         raise data_error("--questions must be at least 6", "--questions")
     arm_list = None if arms is None else parse_arms(arms)
@@ -134,9 +148,13 @@ def study(
         write_text(out, dumps(res, indent=1) + "\n")
     if markdown is not None:
         write_text(markdown, f"# bda study {key}\n\n{run.markdown}\n")
+    if figure is not None:
+        run.plot_png(figure)
     if json_out:
         emit_json(res)
         return
     typer.echo(run.markdown)
     if out is not None:
         typer.echo(f"study written to {out}")
+    if figure is not None:
+        typer.echo(f"figure written to {figure}")

@@ -189,9 +189,13 @@ def test_simulate_sizes_that_are_not_integers_or_too_big_are_user_errors(tmp_pat
     def too_big(*args, **kwargs):
         raise MemoryError("Unable to allocate 74.5 GiB")
     monkeypatch.setattr(bda_jax.simulate, "simulate_council", too_big)
-    out = user_error(invoke("simulate", "--questions", 10**10, "--out", tmp_path / "s.jsonl",
+    out = user_error(invoke("simulate", "--questions", 100, "--out", tmp_path / "s.jsonl",
                             "--no-progress"), "error: out of memory (Unable to allocate 74.5 GiB)")
     assert "internal error" not in out
+    # a size beyond memory is refused before anything is simulated, with the estimate
+    out = user_error(invoke("simulate", "--questions", 10**9, "--out", tmp_path / "s.jsonl",
+                            "--no-progress"), "--questions", "needs about", "of memory")
+    assert not (tmp_path / "s.jsonl").exists()
 
 
 def test_the_simulation_estimate_covers_the_measured_peak():
