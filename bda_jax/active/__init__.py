@@ -18,10 +18,10 @@ paper draws its calibration labels at random ([BDA] Appendix E.6). This subpacka
 
 >>> from bda_jax import tally
 >>> from bda_jax.simulate import simulate_council
->>> counts = tally(simulate_council(0, 40, [0.8, 0.7, 0.6]))
->>> sel = select_batch(counts, 3, "expected-brier", seed=0)
+>>> pool = keep_labels(tally(simulate_council(0, 40, [0.8, 0.7, 0.6])), range(10))
+>>> sel = select_batch(pool, 3, "expected-brier", seed=0)
 >>> len(sel.index), sel.params_source
-(3, 'default')
+(3, 'cv')
 """
 from ._brier import expected_brier, expected_brier_reduction, posterior_proba, reduction_scores
 from ._curve import DEFAULT_BUDGETS, LabelCurve, label_curve

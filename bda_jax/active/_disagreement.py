@@ -44,5 +44,6 @@ def vote_disagreement(counts: Counts, rounds: str = "round0") -> np.ndarray:
     if rounds not in ROUNDS:
         raise DataError(f"rounds must be one of {list(ROUNDS)}, got {rounds!r}", field="rounds")
     votes = counts.e0 if rounds == "round0" else counts.e
-    return np.asarray(_entropy(jnp.asarray(votes).sum(1), jnp.asarray(counts.mask),
-                               jnp.asarray(counts.K)), np.float64)
+    h = np.asarray(_entropy(jnp.asarray(votes).sum(1), jnp.asarray(counts.mask),
+                            jnp.asarray(counts.K)), np.float64)
+    return h + 0.0                                  # -0.0 (a unanimous task) reads as 0.0
