@@ -5,7 +5,9 @@ The suite runs once in a subprocess with ``PYTEST_ADDOPTS`` adding a JUnit XML r
 reads the variable on top of ``[tool.pytest.ini_options]``), so the command is exactly the one
 users and CI run. Reported: wall seconds, the sum of the per-test times (larger than the wall
 time when tests run in parallel workers), the number of tests by outcome, the 20 slowest tests,
-the load average before and after (the 2 cores are often shared), target and met.
+the load average before and after (the 2 cores are often shared), target and met. A passing
+run also rewrites ``tests/scope_seconds.json`` (seconds per xdist scheduling scope), which
+``tests/conftest.py`` reads to hand out the longest files first.
 
 Run from the repository root::
 
@@ -27,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "suite_cpu.json"
+SCOPES_OUT = ROOT / "tests" / "scope_seconds.json"     # read by tests/conftest.py
 SCHEMA_VERSION = 1
 TARGET_S = 360.0
 
@@ -44,6 +47,27 @@ def slowest(junit: Path, n: int = 20) -> tuple[list[dict], dict]:
     return cases[:n], {**outcomes, "sum_of_test_seconds": sum(c["seconds"] for c in cases)}
 
 
+def scope_seconds(junit: Path) -> dict[str, float]:
+    """Seconds per pytest-xdist scheduling scope (a file, or a group of
+    ``tests/conftest.py``'s ``XDIST_GROUPS``) from a JUnit XML report: the record
+    ``tests/scope_seconds.json`` the scheduler reads to hand out the longest scopes first."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_suite_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    out: dict[str, float] = {}
+    for tc in ET.parse(junit).getroot().iter("testcase"):
+        parts = (tc.get("classname") or "").split(".")
+        # the longest prefix of the class name that is a file: tests.a.test_b.TestC -> tests/a/test_b.py
+        path = next(("/".join(parts[:k]) + ".py" for k in range(len(parts), 0, -1)
+                     if (ROOT / ("/".join(parts[:k]) + ".py")).is_file()), None)
+        if path is None:
+            continue
+        scope = conftest.xdist_scope(f"{path}::{tc.get('name')}")
+        out[scope] = out.get(scope, 0.0) + float(tc.get("time") or 0.0)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--command", default="make test", help="the suite command (README's)")
@@ -58,6 +82,10 @@ def main(argv=None) -> int:
         rc = subprocess.run(args.command, shell=True, cwd=ROOT, env=env).returncode
         wall = time.perf_counter() - t0
         top, outcomes = slowest(junit) if junit.exists() else ([], {})
+        if junit.exists() and rc == 0:
+            seconds = {k: round(v, 2) for k, v in scope_seconds(junit).items()}
+            SCOPES_OUT.write_text(json.dumps({"schema_version": 1, "seconds": seconds},
+                                             indent=1) + "\n")
     record = {"schema_version": SCHEMA_VERSION, "benchmark": "test_suite",
               "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "python": sys.version.split()[0],

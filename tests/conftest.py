@@ -72,10 +72,31 @@ def pytest_xdist_make_scheduler(config, log):
             return xdist_scope(nodeid)
 
         def _assign_work_unit(self, node):
-            if not getattr(self, "_groups_first", False):     # once, before the first unit
-                for scope in reversed([s for s in self.workqueue if s in XDIST_GROUPS.values()]):
+            if not getattr(self, "_ordered", False):          # once, before the first unit
+                # longest first (the last run's seconds per scope, SCOPE_SECONDS), so that no
+                # long file starts last and keeps one worker busy after the other is done;
+                # groups lead, and a scope the record does not know yet counts as 1 s
+                known = scope_seconds()
+                order = sorted(self.workqueue, key=lambda s: (s not in XDIST_GROUPS.values(),
+                                                              -known.get(s, 1.0)))
+                for scope in reversed(order):
                     self.workqueue.move_to_end(scope, last=False)
-                self._groups_first = True
+                self._ordered = True
             super()._assign_work_unit(node)
 
     return GroupedFileScheduling(config, log)
+
+
+# Seconds per scheduling scope of the last timed run (`python -m benchmarks.bench_suite` writes
+# it from the suite's JUnit report; a missing or unreadable file only loses the ordering).
+SCOPE_SECONDS = os.path.join(os.path.dirname(__file__), "scope_seconds.json")
+
+
+def scope_seconds() -> dict:
+    import json
+    try:
+        with open(SCOPE_SECONDS, encoding="utf-8") as f:
+            data = json.load(f)
+        return {str(k): float(v) for k, v in data["seconds"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
