@@ -29,7 +29,8 @@ from pathlib import Path
 from bda_jax.adversarial import run_study
 
 ROOT = Path(__file__).resolve().parents[1]
-COLS = ("accuracy", "ece_ew", "ece_em", "brier", "brier_mc", "auroc")
+COLS = ("accuracy", "ece_ew", "ece_em", "brier", "brier_mc", "auroc", "coverage",
+        "mean_set_size")
 
 
 def fmt(x):
@@ -44,7 +45,8 @@ def table_md(ev):
         b = ev["bootstrap"].get(row["arm"])
         ci = "" if b is None else (f"{b['accuracy']['delta']:+.3f} "
                                    f"[{b['accuracy']['ci_low']:+.3f}, {b['accuracy']['ci_high']:+.3f}]")
-        lines.append(f"| {row['arm']} | " + " | ".join(fmt(row[c]) for c in COLS) + f" | {ci} |")
+        lines.append(f"| {row['arm']} | " + " | ".join(fmt(row.get(c)) for c in COLS)
+                     + f" | {ci} |")
     return "\n".join(lines)
 
 
@@ -98,7 +100,9 @@ def main(cache_path=None):
                    "(docs/simulator.md) is not BDA's own generative model: errors are correlated "
                    "through shared question difficulty and distractors, later rounds react to "
                    "visible answers. ECE_ew: 10 equal-width bins; ECE_em: 15 equal-mass bins; "
-                   "brier: top-label; brier_mc: multiclass (docs/metrics.md). Confidence intervals: "
+                   "brier: top-label; brier_mc: multiclass (docs/metrics.md); coverage and "
+                   "mean_set_size: 90 % answer sets (split conformal, LAC, calibrated on each "
+                   "outer fold's training labels only; docs/answer-sets.md). Confidence intervals: "
                    f"paired cluster bootstrap over questions, {cfg['n_resamples']:,} resamples."
                    "\n\n" + "\n".join(md) + "\n")
     print("\n".join(md))
