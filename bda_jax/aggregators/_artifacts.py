@@ -435,7 +435,14 @@ def save_model(path, estimator_or_state, *, counts_fingerprint, meta: Mapping | 
         doc["npz"] = None
     doc["sha256"] = _sha256(_canonical(doc))
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    stale = None
+    if npz is None:        # the arrays of the model file being replaced, if it owns them
+        beside = _npz_path(path)
+        if os.path.lexists(beside) and _owner_problem(path, os.path.basename(beside)) is None:
+            stale = beside
     _write_model_files(path, text, npz, data)
+    if stale is not None:  # removed once the new JSON is in place (it no longer names them)
+        _unlink(stale)
 
 
 def _version() -> str:

@@ -13,6 +13,24 @@ from bda_jax.aggregators import (MODEL_INLINE_LIMIT, MODEL_SCHEMA_VERSION, BDACo
 from bda_jax.simulate import simulate_council
 
 
+def test_a_model_without_arrays_replacing_one_with_them_removes_its_npz(counts, tmp_path):
+    """Rewriting a path with a model that needs no .npz removes the replaced model's .npz (the
+    new JSON no longer names it), so a later save there with arrays is not refused; an .npz
+    the replaced file does not own (a user's) is left alone."""
+    path, npz = tmp_path / "m.json", tmp_path / "m.npz"
+    big = make_arm("bda-per-agent").fit(counts)
+    save_model(path, big, counts_fingerprint=None)
+    assert npz.exists()
+    save_model(path, make_arm("majority").fit(counts), counts_fingerprint=None)
+    assert not npz.exists() and json.loads(path.read_text())["npz"] is None
+    save_model(path, big, counts_fingerprint=None)                 # not refused
+    assert npz.exists()
+    other, mine = tmp_path / "o.json", tmp_path / "o.npz"
+    mine.write_bytes(b"the user's own file")
+    save_model(other, make_arm("majority").fit(counts), counts_fingerprint=None)
+    assert mine.read_bytes() == b"the user's own file"
+
+
 @pytest.fixture(scope="module")
 def counts():
     # the council of tests/cli/test_cli.py: the compiled fits are shared within one pytest run
