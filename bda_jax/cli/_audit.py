@@ -55,3 +55,30 @@ def audit(
     typer.echo(report.to_markdown())
     if card is not None:
         typer.echo(f"card written to {card}")
+
+
+@app.command("simulate-broadcast")
+@handled
+def simulate_broadcast(
+    out: Path = typer.Option(..., "--out", help="Broadcast log to write (JSON Lines)."),
+    problems: int = typer.Option(300, "--problems", help="Number of problems."),
+    agents: int = typer.Option(3, "--agents", help="Agents polled per block."),
+    seed: int = seed_option("Simulation seed (equal seeds give identical logs)."),
+    progress: bool = progress_option(),
+    json_out: bool = json_option(),
+) -> None:
+    """Simulate a confidence-routed broadcast run with known truth ([Audit] Fig. 1): a log for
+    `bda audit` to try on."""
+    check_out_path(out, "--out")
+    from ..audit import simulate_broadcast as simulate, write_broadcast_log
+
+    with progress_bar(progress and not json_out, f"simulating {problems} problems"):
+        log = simulate(seed, n_problems=problems, n_agents=agents)
+        write_broadcast_log(log, out)
+    summary = {"command": "simulate-broadcast", "out": str(out), "n_problems": problems,
+               "n_agents": agents, "n_blocks": log.n_blocks, "seed": seed}
+    if json_out:
+        emit_json(summary)
+    else:
+        typer.echo(f"{log.n_blocks} blocks ({problems} problems, {agents} agents) written to "
+                   f"{out}; audit it with: bda audit {out}")

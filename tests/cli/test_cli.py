@@ -313,6 +313,21 @@ def test_stop_live_reads_rounds_from_stdin():
 
 # ----------------------------------------------------------------------------- audit
 
+def test_simulate_broadcast_gives_the_audit_a_log(tmp_path):
+    """bda simulate-broadcast writes the simulator's log (same seed, same bytes as the library),
+    and bda audit reads it."""
+    from bda_jax import audit
+    log, ref = tmp_path / "b.jsonl", tmp_path / "ref.jsonl"
+    doc = json.loads(ok(invoke("simulate-broadcast", "--out", log, "--problems", 12, "--seed", 3,
+                               "--json")).stdout)
+    audit.write_broadcast_log(audit.simulate_broadcast(3, n_problems=12), ref)
+    assert log.read_bytes() == ref.read_bytes()
+    assert doc["n_blocks"] == audit.read_broadcast_log(log).n_blocks and doc["n_problems"] == 12
+    assert "Trace-Audit Card" in ok(invoke("audit", log, "--n-boot", 20, "--no-progress")).stdout
+    user_error(invoke("simulate-broadcast", "--out", tmp_path / "c.jsonl", "--problems", 0),
+               "--problems")
+
+
 def test_audit_prints_and_writes_the_card(tmp_path):
     from bda_jax import audit
     log = tmp_path / "broadcast.jsonl"
