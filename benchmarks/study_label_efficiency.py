@@ -16,7 +16,6 @@ docs/results-label-efficiency.md and docs/figures/results-label-efficiency.png.
 """
 from __future__ import annotations
 
-import argparse
 
 from bda_jax.adversarial import run_study
 from benchmarks import study_pages as pages
@@ -181,9 +180,4 @@ def main(seed: int = 0, cache=None, *, root=pages.ROOT, quick: bool = False, **o
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", default=None,
-                    help="JSON Lines file of finished cells (an interrupted run resumes)")
-    args = ap.parse_args()
-    main(args.seed, args.cache)
+    pages.run_cli(main, __doc__)

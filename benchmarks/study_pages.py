@@ -154,3 +154,15 @@ REAL_SOURCES = ("DASE: `safe_DASE_Bellman_History_GPQA_4_alpha0_2.jsonl` (GPQA, 
                 "up to 15 rounds; Du et al.: `gsm_3_2_100.json` (GSM8K) and the arithmetic run at "
                 "temperature 0.7 for every agent, three gpt-3.5-turbo agents, 2 rounds "
                 "(docs/datasets.md). Labeled tasks only.")
+
+
+def run_cli(main, doc: str) -> None:
+    """The command line every driver shares: ``--seed`` and ``--cache`` (a JSON Lines file of
+    finished cells, so an interrupted run resumes), then ``main(seed, cache)``."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", default=None,
+                    help="JSON Lines file of finished cells (an interrupted run resumes)")
+    args = ap.parse_args()
+    main(args.seed, args.cache)

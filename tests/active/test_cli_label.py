@@ -3,28 +3,11 @@ as exit 2 with one `error: ...` line."""
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from bda_jax import Trace, write_traces
 from bda_jax.active import label_next
-from bda_jax.cli import app
 from bda_jax.simulate import simulate_council
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "160"})
-
-
-def user_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error")]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
+from cli_calls import invoke, user_error
 
 
 @pytest.fixture(scope="module")

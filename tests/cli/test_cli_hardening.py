@@ -10,34 +10,11 @@ import shutil
 from importlib import resources
 
 import pytest
-from typer.testing import CliRunner
 
 from bda_jax import DataError, read_traces, write_traces
-from bda_jax.cli import app
 from bda_jax.datasets import DASE_EXCERPTS
 from bda_jax.simulate import simulate_council
-
-runner = CliRunner()
-
-
-def invoke(*args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
-
-
-def ok(result):
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def user_error(result, *fragments):
-    """Exit 2 and exactly one `error: ...` line on stderr, no traceback."""
-    assert result.exit_code == 2, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error")]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
+from cli_calls import invoke, ok, user_error
 
 
 EXAMPLE = resources.files("bda_jax.data") / "example_council.jsonl"
