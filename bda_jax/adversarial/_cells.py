@@ -46,6 +46,18 @@ def cell(store, key: str, compute: Callable[[], Any]) -> Any:
     return store.get_or_compute(key, compute)
 
 
+def run_cells(store, steps, report, label: str) -> dict:
+    """``{name: cell(store, name, compute)}`` for ``steps`` [(name, compute)] in order, with
+    ``report(f"{label}: {name}", done, total)`` before each and ``report(label, total, total)``
+    at the end (a study's progress)."""
+    values = {}
+    for done, (name, compute) in enumerate(steps):
+        report(f"{label}: {name}", done, len(steps))
+        values[name] = cell(store, name, compute)
+    report(label, len(steps), len(steps))
+    return values
+
+
 def scoped(store, prefix: str):
     """A view of cell store ``store`` whose keys are ``f"{prefix}/{key}"`` (``None`` stays
     ``None``), so that one study can run another study's cells in the same store without two

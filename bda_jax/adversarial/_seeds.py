@@ -29,7 +29,7 @@ from .._core.counts import tally
 from .._core.errors import DataError
 from ..aggregators import evaluate, make_arm
 from ..metrics import summary
-from ._cells import cell, fingerprint_traces, open_cells
+from ._cells import fingerprint_traces, open_cells, run_cells
 from ._result import StudyResult, markdown_table, mean_sd, new_figure, write_png
 
 __all__ = ["SeedSpread", "seed_spread", "PROTOCOLS"]
@@ -174,11 +174,7 @@ def seed_spread(replicates: Mapping[str, Sequence],
     steps = [("pooled", pooled)]
     if protocol == "separate":
         steps += [(f"seed|{n}", lambda n=n: separate(n)) for n in names]
-    values = {}
-    for done, (name, compute) in enumerate(steps):
-        report(f"seed spread: {name}", done, len(steps))
-        values[name] = cell(store, name, compute)
-    report("seed spread", len(steps), len(steps))
+    values = run_cells(store, steps, report, "seed spread")
 
     per = values["pooled"]["per_replicate"] if protocol == "pooled" else \
         {n: values[f"seed|{n}"] for n in names}

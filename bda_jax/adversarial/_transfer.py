@@ -28,7 +28,7 @@ from .._core.counts import tally
 from .._core.errors import DataError
 from ..aggregators import evaluate, make_arm
 from ..metrics import brier_mc, correctness, paired_bootstrap, summary
-from ._cells import cell, fingerprint_traces, open_cells
+from ._cells import fingerprint_traces, open_cells, run_cells
 from ._result import StudyResult, markdown_table, new_figure, write_png
 
 __all__ = ["TransferStudy", "transfer_study", "prefix_traces"]
@@ -232,11 +232,7 @@ def transfer_study(datasets: Mapping[str, Sequence],
     steps = [("transfer", transfer)]
     if in_domain:
         steps += [(f"in-domain|{n}", lambda n=n: domain(n)) for n in names]
-    values = {}
-    for done, (name, compute) in enumerate(steps):
-        report(f"transfer: {name}", done, len(steps))
-        values[name] = cell(store, name, compute)
-    report("transfer", len(steps), len(steps))
+    values = run_cells(store, steps, report, "transfer")
 
     table = []
     for n in names:
