@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 	@echo "==> $(VENV) ready"
 
-.PHONY: demo test lint typecheck wheel-check bench fuzz
+.PHONY: demo test lint typecheck wheel-check bench fuzz docs docs-fast
 demo: $(STAMP)
 	$(VENV)/bin/bda demo
 
@@ -52,3 +52,21 @@ bench: $(STAMP)
 
 fuzz: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.fuzz_traces --mutations 100000
+
+# the docs site (docs/conf.py, docs/architecture.md "Docs site") -> build/docs/html, offline, every
+# warning an error. The four notebooks run at build time (a failing cell fails the build); their
+# outputs are kept in a jupyter-cache (build/docs/.jupyter_cache), so a notebook whose code did not
+# change is not run again. docs-fast: the smoke build, the notebooks shown without running them
+# (build/docs/html-fast). SPHINXOPTS: more sphinx-build options, e.g. SPHINXOPTS="-n" (nitpicky)
+DOCS_STAMP := $(VENV)/.docs-installed
+SPHINXOPTS ?=
+SPHINX := $(VENV)/bin/sphinx-build -W --keep-going -b html $(SPHINXOPTS)
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(VENV)/bin/python -m pip install -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(SPHINX) -d build/docs/doctrees docs build/docs/html
+
+docs-fast: $(DOCS_STAMP)
+	BDA_DOCS_EXECUTE=off $(SPHINX) -d build/docs/doctrees-fast docs build/docs/html-fast

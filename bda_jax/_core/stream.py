@@ -102,8 +102,9 @@ def tally_stream(path, agents: Sequence[str] | None = None, *,
         jax.process_count())`` so that each host of a multi-host run reads its share. Duplicate
         task ids are then only detected within a shard; pass ``agents`` so that all shards
         index agents alike. Default: the whole file.
-      max_round, forces, one_move_per_round, permute_candidates, unknown_agents, normalizer,
-        lenient, abstain_candidate, seat_key, layout: as for :func:`bda_jax.tally`
+      max_round, forces, one_move_per_round, permute_candidates, unknown_agents: as for
+        :func:`bda_jax.tally`.
+      normalizer, lenient, abstain_candidate, seat_key, layout: as for :func:`bda_jax.tally`
         (``normalizer`` and ``lenient`` also as for :func:`bda_jax.read_traces`; in lenient
         mode the summary of skipped moves is warned as there).
       workers: processes that parse the file: this one and ``workers - 1`` worker processes

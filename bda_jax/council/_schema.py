@@ -117,8 +117,8 @@ def _unfence(text: str) -> str:
 
 
 def parse_reply(text: str, legal: LegalMoves) -> MoveReply:
-    """Decode a reply (one JSON object; surrounding whitespace and a Markdown code fence such as
-    ```` ```json ... ``` ```` are stripped) and check it against ``legal``.
+    """Decode a reply (one JSON object; surrounding whitespace and a Markdown code fence around
+    it, three backticks with an optional ``json`` tag, are stripped) and check it against ``legal``.
 
     The field a force does not take is dropped (``answer`` of a concede, ``target`` of a
     propose, both of an abstain), whatever it holds; a propose or vote answer is matched to a

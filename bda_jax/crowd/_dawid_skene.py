@@ -640,6 +640,7 @@ def dawid_skene_votes(votes: CrowdVotes, init="majority", n_iter=100, tol=1e-6,
     """Dawid–Skene EM on :class:`~bda_jax.crowd.CrowdVotes` (module docstring): the EM every
     other entry point runs. Arguments as :func:`dawid_skene_em`, plus:
 
+    Args:
       gold: [T] slots to clamp (-1: free) whose posterior stays at the one-hot gold through EM.
       initial_error, initial_error_strategy: crowd-kit's first-M-step error counts [I, K, K]
         (rows = true class) and ``"addition"`` / ``"assign"`` (module docstring).
@@ -665,7 +666,9 @@ def dawid_skene_pairs(pairs: PairCounts, init="majority", n_iter=100, tol=1e-6,
     :func:`~bda_jax.crowd.crowd_votes` through :func:`dawid_skene_votes`, without ever forming
     a tasks x workers matrix.
 
-    Args (beyond :func:`dawid_skene_votes`'s):
+    Arguments as :func:`dawid_skene_votes`; these are new or read differently here:
+
+    Args:
       votes: "round0" (``pairs.e0``, the crowd labels) or "all" (``pairs.e``).
       gold: ``None``, ``True`` (clamp every task with ``pairs.gold >= 0``) or [T] slots (-1:
         free).
