@@ -239,6 +239,12 @@ def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, f
 
     def grid_scores(w_in_train, w_in_val):                       # [G, F_in] inner Brier sums
         if arm == "bda-confusion" or class_prior:
+            if w_in_train.shape[0] == 1:
+                # one inner fold (BDA.fit runs one search fold per inner fold): no fold axis to
+                # batch, so the kernels are traced under one vmap (the grid's), not two
+                total, n = jax.vmap(fold_score, (0, None, None))(grid, w_in_train[0] * labeled,
+                                                                 w_in_val[0] * labeled)
+                return total[:, None], n[:, None]
             per = jax.vmap(jax.vmap(fold_score, (None, 0, 0)), (0, None, None))
             return per(grid, w_in_train * labeled, w_in_val * labeled)
         # one-coin arms: all (grid row, inner fold) priors scored by one matrix product

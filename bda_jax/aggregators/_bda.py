@@ -7,6 +7,7 @@ agent list seen at fit time, so train and test agree).
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -118,8 +119,18 @@ class BDA(Aggregator):
         """:meth:`fit`; returns the inner-fold table it selected on: the multiclass Brier sums
         [F_in, G] of every grid row on every inner validation fold, and the folds' training
         weights [F_in] (:class:`BDAAuto` compares arms on it)."""
+        cv = self._inner_cv(data, weights)
+        grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
+        fold_sums = _inner_search(self.arm, grid, cv, self.fits_class_prior)
+        self._adopt(cv, grid, fold_sums)
+        return fold_sums, cv.fold_n
+
+    def _inner_cv(self, data, weights) -> "_InnerCV":
+        """The tallies, padded counts and inner-fold weights every grid search of this fit
+        reads (:class:`_InnerCV`; the folds depend on the training tasks, ``n_folds`` and
+        ``seed`` alone, so :class:`BDAAuto` builds them once for all its variants)."""
         counts = self._counts(data)
-        self.agents_ = counts.agents
+        self.agents_ = counts.agents           # the basis tally below keeps this agent order
         fit_counts = counts
         if self.basis != "all":
             if isinstance(data, Counts):
@@ -137,30 +148,28 @@ class BDA(Aggregator):
         fp = np.pad(folds, (0, size - w.size), constant_values=-1)
         inner_train = (((fp[None, :] != np.arange(n)[:, None]) & (fp >= 0)) * wp).astype(np.float32)
         inner_val = ((fp[None, :] == np.arange(n)[:, None]) * wp).astype(np.float32)
-        grid = np.asarray(GRIDS[self.arm] if self.grid is None else self.grid, np.float64)
-        padded, fit_padded = pad_tasks(counts, size), pad_tasks(fit_counts, size)
-        # one search "fold" per inner fold, so the Brier of every row on every inner
-        # validation fold comes back ([F_in, G] means), not only their pooled mean
-        _, _, scores = nested_grid_search(self.arm, grid.astype(np.float32),
-                                          np.broadcast_to(wp, (n, size)), inner_train[:, None],
-                                          inner_val[:, None], padded, fit_padded,
-                                          self.fits_class_prior, table_size_for(counts), refit=False,
-                                          small_counts=small_counts_for(counts,
-                                                                        table_size_for(counts)))
-        fold_n = inner_val.astype(np.float64).sum(-1)                          # [F_in]
-        fold_sums = np.asarray(scores, np.float64) * fold_n[:, None]           # [F_in, G]
-        self.cv_brier_ = fold_sums.sum(0) / max(fold_n.sum(), 1.0)  # on the host: no device op
+        table_size = table_size_for(counts)
+        return _InnerCV(counts, pad_tasks(counts, size), pad_tasks(fit_counts, size), wp,
+                        inner_train, inner_val, inner_val.astype(np.float64).sum(-1), table_size,
+                        small_counts_for(counts, table_size))
+
+    def _adopt(self, cv: "_InnerCV", grid: np.ndarray, fold_sums: np.ndarray) -> None:
+        """Select on the inner-fold Brier sums ``fold_sums`` [F_in, G] of ``grid`` [G, P]: the
+        row with the lowest pooled mean (first of ties), refit on all training tasks of
+        ``cv``; sets the fitted attributes."""
+        self.agents_ = cv.counts.agents
+        self.cv_brier_ = fold_sums.sum(0) / max(cv.fold_n.sum(), 1.0)  # on the host: no device op
         theta = grid[int(np.argmin(self.cv_brier_))]
         self.params_ = dict(zip(GRID_COLUMNS[self.arm], map(float, theta)))
-        fitted = _refit(self.arm, self.fits_class_prior, fit_padded, wp, theta.astype(np.float32))
+        fitted = _refit(self.arm, self.fits_class_prior, cv.fit_padded, cv.weights,
+                        theta.astype(np.float32))
         self.log_prior_ = np.asarray(fitted["log_prior"]) if self.fits_class_prior else None
         if self.arm == "bda-confusion":
             self.confusion_ = np.asarray(fitted["confusion"])
-            self.label_space_ = "semantic" if counts.vocab is not None else "positional"
+            self.label_space_ = "semantic" if cv.counts.vocab is not None else "positional"
         else:
             self.reliability_ = np.asarray(fitted["reliability"])
             self.alpha_, self.beta_ = np.asarray(fitted["alpha"]), np.asarray(fitted["beta"])
-        return fold_sums, fold_n
 
     def _log_proba(self, counts):
         if not hasattr(self, "params_"):
@@ -173,6 +182,41 @@ class BDA(Aggregator):
                                            self.log_prior_)
         return onecoin_log_posterior(counts, self.alpha_, self.beta_, self.params_["tau"],
                                      self.log_prior_)
+
+
+class _InnerCV(NamedTuple):
+    """What one BDA fit's inner grid searches read (:meth:`BDA._inner_cv`): ``counts`` (the
+    tally of the data, T tasks), ``padded`` / ``fit_padded`` (it and the reliability basis
+    padded to the task bucket, :func:`~bda_jax._core.selection.pad_tasks`), ``weights`` [T_pad]
+    training weights (0 on padding), ``inner_train`` / ``inner_val`` [F_in, T_pad] inner-fold
+    weights, ``fold_n`` [F_in] the validation folds' weights (float64), the kernels'
+    ``table_size`` and ``small_counts`` flag."""
+
+    counts: Counts
+    padded: Counts
+    fit_padded: Counts
+    weights: np.ndarray
+    inner_train: np.ndarray
+    inner_val: np.ndarray
+    fold_n: np.ndarray
+    table_size: int
+    small_counts: bool
+
+
+def _inner_search(arm: str, grid: np.ndarray, cv: _InnerCV, class_prior: bool) -> np.ndarray:
+    """[F_in, G] multiclass Brier sums of every row of ``grid`` [G, P] on every inner
+    validation fold of ``cv`` ([BDA] Appendix D.1), one compiled call: one search "fold" per
+    inner fold, so each fold's scores come back, not only their pooled mean. Only
+    ``arm == "bda-confusion"`` and ``class_prior`` choose the program (every one-coin arm runs
+    the same one), which is what lets :class:`BDAAuto` score several one-coin grids in one
+    search."""
+    n, size = cv.inner_train.shape
+    _, _, scores = nested_grid_search(arm, grid.astype(np.float32),
+                                      np.broadcast_to(cv.weights, (n, size)),
+                                      cv.inner_train[:, None], cv.inner_val[:, None], cv.padded,
+                                      cv.fit_padded, class_prior, cv.table_size, refit=False,
+                                      small_counts=cv.small_counts)
+    return np.asarray(scores, np.float64) * cv.fold_n[:, None]                 # [F_in, G]
 
 
 @partial(jax.jit, static_argnames=("arm", "class_prior"))
@@ -261,10 +305,11 @@ class BDAAuto(Aggregator):
     under attack"); on clean councils the one-coin arms are as good with fewer parameters.
 
     Fitted: ``variant_`` (the winner), ``best_`` (the fitted :class:`BDA` of the winner:
-    exactly ``BDA(variant_, ...).fit(data, weights)``), ``variant_brier_`` [V] (the score of
-    every variant, in ``variants`` order), ``margin_`` (the runner-up's score minus the
-    winner's, >= 0; NaN with one variant), ``agents_``. ``predict_proba`` / ``predict`` are the
-    winner's.
+    ``BDA(variant_, ...).fit(data, weights)``: the same folds, grid and refit, its selection on
+    the same rows' scores up to float32 rounding; see :meth:`fit`), ``variant_brier_`` [V]
+    (the score of every variant, in ``variants`` order), ``margin_`` (the runner-up's score
+    minus the winner's, >= 0; NaN with one variant), ``agents_``. ``predict_proba`` /
+    ``predict`` are the winner's.
     """
 
     def __init__(self, variants=AUTO_VARIANTS, *, criterion: str = "selected",
@@ -292,17 +337,40 @@ class BDAAuto(Aggregator):
 
     def fit(self, data, weights=None) -> "BDAAuto":
         """Fit every variant on the labeled tasks of ``data`` (or of ``weights`` > 0) with the
-        same inner folds, keep the one with the lowest :func:`auto_scores`."""
-        fits, scores = [], []
+        same inner folds, keep the one with the lowest :func:`auto_scores`.
+
+        Built once for all variants: the tally and the inner folds; one grid search per
+        compiled program rather than per variant (the one-coin variants' grids nest, shared in
+        per-agent in tempered, and every one-coin arm runs the same search program, so their
+        union is scored in one call and each variant reads its own rows); only the winner is
+        refit. Each variant's scores are its own grid's rows scored on the same folds as
+        ``BDA(variant, ...)`` alone would; they can differ from that fit's in float32 rounding
+        only (a different batch of rows in one matrix product), the confusion arm's not at all.
+        """
         variants = tuple(self.variants)
-        for variant in variants:
-            model = BDA(variant, n_folds=int(self.n_folds), seed=self.seed, basis=self.basis)
-            sums, n = model._fit(data, weights)
-            fits.append(model)
-            scores.append(auto_scores(sums, n, self.criterion))
-        scores = np.asarray(scores, np.float64)
+        models = {v: BDA(v, n_folds=int(self.n_folds), seed=self.seed, basis=self.basis)
+                  for v in variants}
+        cv = models[variants[0]]._inner_cv(data, weights)
+        # one search per program: (confusion arm?, fitted candidate prior?) picks the program
+        groups: dict[tuple[bool, bool], list[str]] = {}
+        for v in variants:
+            groups.setdefault((v == "bda-confusion", models[v].fits_class_prior), []).append(v)
+        sums, grids = {}, {}
+        for (_, class_prior), members in groups.items():
+            rows: dict[tuple, int] = {}                 # union of the grids, first-seen order
+            for v in members:
+                grids[v] = np.asarray(GRIDS[v], np.float64)
+                for row in map(tuple, grids[v]):
+                    rows.setdefault(row, len(rows))
+            union = np.array(list(rows), np.float64)
+            group_sums = _inner_search(members[0], union, cv, class_prior)         # [F_in, U]
+            for v in members:
+                sums[v] = group_sums[:, [rows[row] for row in map(tuple, grids[v])]]
+        scores = np.asarray([auto_scores(sums[v], cv.fold_n, self.criterion) for v in variants],
+                            np.float64)
         best = int(np.argmin(scores))                       # first of exact ties
-        self.variant_, self.best_ = variants[best], fits[best]
+        self.variant_, self.best_ = variants[best], models[variants[best]]
+        self.best_._adopt(cv, grids[self.variant_], sums[self.variant_])
         self.variant_brier_ = scores
         rest = np.delete(scores, best)
         self.margin_ = float(rest.min() - scores[best]) if rest.size else float("nan")
