@@ -13,6 +13,7 @@ For task t, agent i and candidate g (K_t candidates, padded to K_max and masked)
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Sequence, overload
 
@@ -554,45 +555,19 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
                              permute_candidates=permute_candidates, unknown_agents=unknown_agents,
                              seat_key=seat_key, layout=layout)
     traces = list(traces)
-    # Runs of traces, in order: [block, positions] of traces the fast reader resolved
-    # (their resolved columns, computed once per chunk for these options), or
-    # [None, [ResolvedTrace], [source]] of traces the automaton resolves here.
-    runs: list[list] = []
-    task_ids: list[str] = []
-    chunk = where = None
-    for t in traces:
-        fast = getattr(t, "__dict__", _NO_DICT).get("_fast")
-        if fast is not None:
-            if fast[0] is not chunk:
-                chunk, resolution = fast[0], fast[0].resolution(normalizer, abstain_candidate)
-                block, where = (None, None) if resolution is None else (
-                    resolution[0], resolution[1].tolist())
-            if where is not None and where[fast[1]] >= 0:
-                if runs and runs[-1][0] is block:
-                    runs[-1][1].append(where[fast[1]])
-                else:
-                    runs.append([block, [where[fast[1]]]])
-                task_ids.append(t.task_id)
-                continue
-        r = resolve_trace(t, normalizer=normalizer, lenient=lenient,
-                          abstain_candidate=abstain_candidate)
-        if not runs or runs[-1][0] is not None:
-            runs.append([None, [], []])
-        runs[-1][1].append(r)
-        runs[-1][2].append(getattr(t, "source", (None, None)))
-        task_ids.append(r.task_id)
-    if not task_ids:
+    if not traces:
         raise DataError("no traces to tally", field="traces")
-    seen_tasks: dict[str, int] = {}
-    for t, task_id in enumerate(task_ids):
-        if task_id in seen_tasks:
-            raise TraceError("duplicate task_id", task_id=task_id, field="task_id")
-        seen_tasks[task_id] = t
+    blocks = _resolved_blocks(traces, normalizer, lenient, abstain_candidate)
+    task_ids = list(itertools.chain.from_iterable(b.task_id for b in blocks))
+    if len(set(task_ids)) != len(task_ids):
+        seen_tasks: set[str] = set()
+        for task_id in task_ids:
+            if task_id in seen_tasks:
+                raise TraceError("duplicate task_id", task_id=task_id, field="task_id")
+            seen_tasks.add(task_id)
     state = TallyState(agents, options, file=getattr(traces[0], "source", (None,))[0])
     parts, pending, n_pending = [], [], 0
-    for run in runs:
-        block = (ResolvedBlock.from_resolved(run[1], run[2]) if run[0] is None
-                 else run[0].take(run[1]))
+    for block in blocks:
         pending.append(block)
         n_pending += block.n_tasks
         if n_pending >= _TALLY_PART_TASKS:
@@ -604,7 +579,60 @@ def tally(traces: Sequence[Trace], agents: Sequence[str] | None = None, *,
 
 
 _NO_DICT: dict = {}
-_TALLY_PART_TASKS = 1 << 16     # tasks packed at a time (parts join exactly: finish_tally)
+#: Tasks gathered into one part before it is packed: a fast reader's chunk (2,048 tasks) is
+#: packed alone, shorter runs are joined first (parts join exactly: :func:`finish_tally`).
+_TALLY_PART_TASKS = 2048
+_GET_CHUNK, _GET_ROW = operator.itemgetter("_chunk"), operator.itemgetter("_row")
+
+
+def _resolved_blocks(traces: list, normalizer, lenient, abstain_candidate) -> list:
+    """The traces as :class:`ResolvedBlock` runs, in order: a run of traces of one fast-read
+    chunk (their ``_chunk`` and ``_row``, see :func:`~bda_jax._core.traces.lazy_trace`) that
+    the chunk's resolution covers is taken from its block (computed once per chunk for these
+    options); every other trace goes through :func:`resolve_trace`. Runs are found with
+    array operations: no per-trace Python work beyond reading ``_chunk`` and ``_row``."""
+    T = len(traces)
+    try:
+        dicts = list(map(vars, traces))
+        chunk_of = list(map(_GET_CHUNK, dicts))
+        index = np.fromiter(map(_GET_ROW, dicts), np.int64, T)
+    except (TypeError, KeyError):   # not all read by the fast reader (or not a Trace at all)
+        dicts = [getattr(t, "__dict__", _NO_DICT) for t in traces]
+        chunk_of = [d.get("_chunk") for d in dicts]
+        index = np.fromiter((-1 if c is None else d["_row"] for c, d in zip(chunk_of, dicts)),
+                            np.int64, T)
+    del dicts
+    ident = np.fromiter(map(id, chunk_of), np.int64, T)
+    bounds = [0, *(np.flatnonzero(ident[1:] != ident[:-1]) + 1).tolist(), T]
+    blocks: list = []
+    slow: list = []                     # traces waiting for resolve_trace, in order
+
+    def flush_slow():
+        if slow:
+            resolved = [resolve_trace(t, normalizer=normalizer, lenient=lenient,
+                                      abstain_candidate=abstain_candidate) for t in slow]
+            blocks.append(ResolvedBlock.from_resolved(
+                resolved, [getattr(t, "source", (None, None)) for t in slow]))
+            slow.clear()
+
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        chunk = chunk_of[a]
+        resolution = None if chunk is None else chunk.resolution(normalizer, abstain_candidate)
+        if resolution is None:
+            slow.extend(traces[a:b])
+            continue
+        block, where = resolution
+        pos = where[index[a:b]]
+        fast = pos >= 0
+        cuts = [0, *(np.flatnonzero(fast[1:] != fast[:-1]) + 1).tolist(), b - a]
+        for s, e in zip(cuts[:-1], cuts[1:]):
+            if fast[s]:
+                flush_slow()
+                blocks.append(block.take(pos[s:e]))
+            else:
+                slow.extend(traces[a + s:a + e])
+    flush_slow()
+    return blocks
 
 
 # ------------------------------------------------------------------ the tally, in parts
@@ -798,12 +826,38 @@ class ResolvedBlock:
             e_id=cat(e_id).astype(np.int32))
 
 
-def _first_seen(codes: np.ndarray) -> np.ndarray:
-    """The distinct values of ``codes`` in order of first appearance."""
+def _first_seen(codes: np.ndarray, names: Sequence, known) -> list:
+    """``names[c]`` for the distinct values ``c`` of ``codes`` (non-negative integer codes) that
+    are not in ``known``, in order of first appearance in ``codes`` (one pass: the first
+    position of each value by ``np.minimum.at``, no sort of ``codes``)."""
     if not codes.size:
-        return codes
-    values, first = np.unique(codes, return_index=True)
-    return values[np.argsort(first, kind="stable")]
+        return []
+    present = np.flatnonzero(np.bincount(codes))
+    if all(names[c] in known for c in present.tolist()):
+        return []
+    first = np.full(int(present[-1]) + 1, codes.size, np.int64)
+    np.minimum.at(first, codes, np.arange(codes.size, dtype=np.int64))
+    order = present[np.argsort(first[present], kind="stable")].tolist()
+    return [names[c] for c in order if names[c] not in known]
+
+
+def _interned(table: dict, candidates: list) -> list:
+    """Each task's candidate list as the one shared tuple of ``table`` (added there when new);
+    lists repeated as one object (a chunk's tasks share them) are looked up once."""
+    keys = list(map(id, candidates))
+    distinct = dict(zip(keys, candidates))
+    if len(distinct) == len(keys):
+        cands = list(map(tuple, candidates))
+        return list(map(table.setdefault, cands, cands))
+    shared = {k: table.setdefault(tuple(c), tuple(c)) for k, c in distinct.items()}
+    return list(map(shared.__getitem__, keys))
+
+
+def _lookup(code: dict, values: list) -> np.ndarray:
+    """``[code[v] for v in values]`` as int64 (looked up in C)."""
+    if len(values) > 1:
+        return np.fromiter(operator.itemgetter(*values)(code), np.int64, len(values))
+    return np.array([code[v] for v in values], np.int64)
 
 
 def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
@@ -820,9 +874,9 @@ def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
     n_per_task = np.diff(block.e_off)
     task = np.repeat(np.arange(T, dtype=np.int64), n_per_task)
     cand = block.e_cand.astype(np.int64)
-    sign = block.e_sign.astype(np.int64)
-    rnd = block.e_round.astype(np.int64)
-    conf = block.e_conf.astype(np.float64)
+    sign = block.e_sign
+    rnd = np.asarray(block.e_round, np.int64)
+    conf = np.asarray(block.e_conf, np.float64)
     if opt.seat_key == "agent":
         seat, seat_names = block.e_agent.astype(np.int64), block.agent_names
     elif opt.seat_key == "force":
@@ -839,12 +893,11 @@ def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
     index_of = state.agent_index
     if not state.fixed:      # first seen, across the parts in order
         if opt.seat_key == "agent":
-            first = [block.agent_names[c] for c in _first_seen(block.m_agent).tolist()]
+            first = _first_seen(block.m_agent, block.agent_names, index_of)
         else:
-            first = [seat_names[c] for c in _first_seen(seat).tolist()]
+            first = _first_seen(seat, seat_names, index_of)
         for a in first:
-            if a not in index_of:
-                index_of[a] = len(index_of)
+            index_of[a] = len(index_of)
     lut = np.fromiter((index_of.get(a, -1) for a in seat_names), np.int64, len(seat_names))
     agent = lut[seat] if seat.size else seat
     unknown = agent < 0
@@ -883,15 +936,21 @@ def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
     mask = np.arange(Kmax)[None, :] < Kt[:, None]
     gold = np.ascontiguousarray(block.gold, np.int32)
     gold_missing = np.ascontiguousarray(block.gold_missing, bool)
-    codes = state.cluster_code
-    cluster = np.fromiter((codes.setdefault(c, len(codes)) for c in block.cluster), np.int64, T)
+    codes = state.cluster_code      # first seen (finish_tally ranks them by name)
+    new = dict.fromkeys(block.cluster)
+    if codes:
+        for c in new.keys() & codes.keys():
+            del new[c]
+    base = len(codes)
+    codes.update(zip(new, range(base, base + len(new))))
+    cluster = (np.arange(base, base + T, dtype=np.int64) if len(new) == T  # all distinct, new
+               else _lookup(codes, block.cluster))
     if state.first_keys is None:
         state.first_keys, state.first_candidates = block.keys[0], block.candidates[0]
     if state.same_keys:
-        first_keys = state.first_keys
-        state.same_keys = all(k == first_keys for k in block.keys)
+        state.same_keys = block.keys.count(state.first_keys) == T
     state.task_ids.extend(block.task_id)
-    state.candidates.extend(state.intern(tuple(c)) for c in block.candidates)
+    state.candidates.extend(_interned(state._interned, block.candidates))
 
     moves = _Moves(task, agent, cand, sign, rnd, conf)
     out = _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, None, opt.layout)
@@ -942,9 +1001,11 @@ def finish_tally(parts: list[dict], state: TallyState) -> "Counts | PairCounts":
                    "conf0": (I, Kmax), "mask": (Kmax,)}
         per_row.update({f: () for f in ("K", "gold", "gold_missing", "cluster")})
     arrays = {f: _concat_parts(parts, f, tail) for f, tail in per_row.items()}
-    names = sorted(state.cluster_code)       # as np.unique over the names would order them
+    first_seen = list(state.cluster_code)    # codes 0, 1, ... in this order
+    by_name = sorted(range(len(first_seen)), key=first_seen.__getitem__)
+    names = [first_seen[k] for k in by_name]  # as np.unique over the names would order them
     rank = np.empty(len(names), np.int32)
-    rank[[state.cluster_code[n] for n in names]] = np.arange(len(names), dtype=np.int32)
+    rank[by_name] = np.arange(len(names), dtype=np.int32)
     arrays["cluster"] = rank[arrays["cluster"]]
     vocab = tuple(state.first_candidates) if state.same_keys else None
     notes: dict[str, Any] = {}
@@ -1004,23 +1065,33 @@ class _Moves(NamedTuple):
 def _pack(cell, n_cells, cell_mask, m: _Moves):
     """Scatter-add the moves into ``n_cells`` rows of K_max slots (vectorized bincounts).
     ``cell`` [M] is each move's row, ``cell_mask`` [n_cells, K] the valid slots of each row.
-    Returns ``N`` [n], ``e``, ``c``, ``e0`` [n, K] (int64) and ``conf0`` [n, K] float32."""
+    Returns ``N`` [n], ``e``, ``c``, ``e0`` [n, K] (int64) and ``conf0`` [n, K] float32. Where
+    every move is a round-0 endorsement (crowd votes), ``c`` and ``e0`` equal ``e`` and are
+    returned as that same array (read-only once packed, like ``Counts.from_arrays``' e0)."""
     Kmax = cell_mask.shape[1]
     N = np.bincount(cell, minlength=n_cells)
     flat = cell * Kmax + m.cand
     size = n_cells * Kmax
     pos = m.sign > 0
-    e = np.bincount(flat[pos], minlength=size).reshape(n_cells, Kmax)
-    rejected = np.bincount(flat[~pos], minlength=size).reshape(n_cells, Kmax)
-    c = e + (rejected.sum(-1, keepdims=True) - rejected) * cell_mask
+    every_pos = bool(pos.all())
+    e_flat = np.bincount(flat if every_pos else flat[pos], minlength=size)
+    e = e_flat.reshape(n_cells, Kmax)
+    if every_pos:                              # no rejection: c = e
+        c = e
+    else:
+        rejected = np.bincount(flat[~pos], minlength=size).reshape(n_cells, Kmax)
+        c = e + (rejected.sum(-1, keepdims=True) - rejected) * cell_mask
     r0 = pos & (m.rnd == 0)
-    e0 = np.bincount(flat[r0], minlength=size).reshape(n_cells, Kmax)
+    e0 = e_flat if every_pos and bool(r0.all()) else np.bincount(flat[r0], minlength=size)
     conf0 = np.full(size, np.nan, np.float32)
     stated = r0 & np.isfinite(m.conf)
     idx = flat[stated]
-    if idx.size:   # the last stated confidence per (cell, candidate) wins
+    if idx.size and e0[idx].max() <= 1:     # one round-0 endorsement per (cell, candidate)
+        conf0[idx] = m.conf[stated]
+    elif idx.size:   # the last stated confidence per (cell, candidate) wins
         rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
         conf0[rev_unique] = m.conf[stated][::-1][rev_first]
+    e0 = e if e0 is e_flat else e0.reshape(n_cells, Kmax)
     return N, e, c, e0, conf0.reshape(n_cells, Kmax)
 
 
@@ -1036,8 +1107,21 @@ def _scatter_rows(rows, values, n_rows, fill=0, dtype=np.int32):
     ``fill``."""
     shape = (n_rows,) + values.shape[1:]
     out = np.full(shape, fill, dtype) if fill != 0 else np.zeros(shape, dtype)
-    out[rows] = values
+    out[rows] = values.astype(dtype, copy=False)
     return out
+
+
+def _each_once(f):
+    """``f`` memoized by the identity of its one argument: arrays shared between fields
+    (``_pack``'s ``c is e``) are converted once and stay shared."""
+    done: dict = {}
+
+    def once(x):
+        if id(x) not in done:
+            done[id(x)] = (x, f(x))          # x held: its id stays its own
+        return done[id(x)][1]
+
+    return once
 
 
 def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, layout="dense"):
@@ -1046,22 +1130,23 @@ def _assemble(m: _Moves, n_agents, mask, K, gold, gold_missing, cluster, info, l
     pair that has a move). Both layouts run the same :func:`_pack`; only the row index differs."""
     T, Kmax = mask.shape
     I = n_agents
-    i32 = lambda x: np.ascontiguousarray(x, dtype=np.int32)
+    i32 = _each_once(lambda x: np.ascontiguousarray(x, dtype=np.int32))
     task_level = (mask, K, gold, gold_missing, i32(cluster))
     key = m.task.astype(np.int64) * I + m.agent
     if layout == "dense" and T * I * Kmax <= _DENSE_DIRECT * max(key.size, 1):
         N, e, c, e0, conf0 = _pack(key, T * I, np.repeat(mask, I, axis=0), m)
         N = N.reshape(T, I)
-        e, c, e0, conf0 = (x.reshape(T, I, Kmax) for x in (e, c, e0, conf0))
+        e, c, e0, conf0 = map(_each_once(lambda x: x.reshape(T, I, Kmax)), (e, c, e0, conf0))
         return Counts(i32(N), i32(e), i32(c), mask, K, gold, gold_missing, i32(cluster), i32(e0),
                       conf0, info)
     pair_key, row = np.unique(key, return_inverse=True)          # sorted by (task, agent)
     pair_task, pair_agent = pair_key // I, pair_key % I
     N, e, c, e0, conf0 = _pack(row.reshape(-1), pair_key.size, mask[pair_task], m)
     if layout == "dense":       # a sparse grid: pack the pairs, then place them in [T, I]
-        grid = lambda x, *fill: _scatter_rows(pair_key, x, T * I, *fill)
-        return Counts(grid(N).reshape(T, I), *(grid(x).reshape(T, I, Kmax) for x in (e, c)),
-                      mask, K, gold, gold_missing, i32(cluster), grid(e0).reshape(T, I, Kmax),
-                      grid(conf0, np.nan, np.float32).reshape(T, I, Kmax), info)
+        grid = _each_once(lambda x: _scatter_rows(pair_key, x, T * I).reshape(T, I, Kmax))
+        conf0 = (np.full((T * I, Kmax), np.nan, np.float32) if np.isnan(conf0).all() else
+                 _scatter_rows(pair_key, conf0, T * I, np.nan, np.float32)).reshape(T, I, Kmax)
+        return Counts(_scatter_rows(pair_key, N, T * I).reshape(T, I), grid(e), grid(c), mask,
+                      K, gold, gold_missing, i32(cluster), grid(e0), conf0, info)
     return PairCounts(i32(pair_task), i32(pair_agent), i32(N), i32(e), i32(c), i32(e0), conf0,
                       *task_level, n_tasks=T, n_agents=I, info=info)

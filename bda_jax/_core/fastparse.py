@@ -60,10 +60,10 @@ from .io import decode_json_line, gc_paused
 from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
 if TYPE_CHECKING:
     from .counts import ResolvedBlock
-from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, moves_from_columns,
-                     resolve_trace)
+from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, lazy_traces,
+                     moves_from_columns, resolve_trace)
 
-__all__ = ["FastTasks", "read_checked_traces", "stream_blocks", "check_workers", "auto_workers",
+__all__ = ["FastTasks", "RowIds", "read_checked_traces", "stream_blocks", "check_workers", "auto_workers",
            "DEFAULT_CHUNK_LINES", "BLOCK_ARRAYS"]
 
 #: Lines decoded and resolved at a time by :func:`read_checked_traces`.
@@ -78,6 +78,7 @@ BLOCK_ARRAYS = ("gold", "gold_missing", "m_off", "m_agent", "e_off", "e_agent", 
                 "e_sign", "e_round", "e_conf", "e_force", "e_id")
 
 _NAN = float("nan")
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _FORCE_CODE = {f: k for k, f in enumerate(FORCES)}
 _PROPOSE, _VOTE, _CONCEDE, _CHALLENGE, _RETRACT, _ABSTAIN = (
     _FORCE_CODE[f] for f in ("propose", "vote", "concede", "challenge", "retract", "abstain"))
@@ -100,7 +101,7 @@ def _record_types(id_type=str, agent_type=str, answer_type=str):
         ("confidence", _CONFIDENCE | None, _NAN)], forbid_unknown_fields=True, gc=False)
     task = msgspec.defstruct("TaskRecord", [
         ("task_id", str), ("moves", list[move]),
-        ("candidates", list[str] | None | UnsetType, UNSET),
+        ("candidates", tuple[str, ...] | None | UnsetType, UNSET),
         ("gold", str | None | UnsetType, UNSET), ("cluster", str | None | UnsetType, UNSET)],
         forbid_unknown_fields=True, gc=False)
     return task
@@ -155,6 +156,29 @@ class _Decoders:
             self._one = msgspec.json.Decoder(task).decode
 
 
+class RowIds:
+    """The move ids ``f"{prefix}{n}"`` for ``numbers`` [M] (e.g. ``"r17"``: row 17 of a crowd
+    table), a read-only sequence whose strings are made when read (:meth:`moves_of`, an error
+    message), not one per move up front. Distinct numbers give distinct ids."""
+
+    __slots__ = ("prefix", "numbers")
+
+    def __init__(self, prefix: str, numbers: np.ndarray):
+        self.prefix, self.numbers = prefix, np.asarray(numbers, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.numbers.size)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [f"{self.prefix}{n}" for n in self.numbers[k].tolist()]
+        return f"{self.prefix}{int(self.numbers[k])}"
+
+    def __iter__(self):
+        prefix = self.prefix
+        return (f"{prefix}{n}" for n in self.numbers.tolist())
+
+
 class _Fallback(Exception):
     """The fast resolution cannot decide (a normalizer raised or returned a non-string)."""
 
@@ -173,10 +197,46 @@ def _codes(code: dict, values: list) -> np.ndarray:
     return np.array([code[v] for v in values], np.int64)
 
 
+class _Packed:
+    """A code table ``value -> int`` kept also as ``value -> bytes`` (the code as a signed
+    little-endian integer of ``width`` bytes), so that a column is coded by one C-level join
+    of the bytes and one ``np.frombuffer`` (no Python int per value to convert)."""
+
+    __slots__ = ("width", "table")
+
+    def __init__(self, code: dict):
+        top = max((abs(c) for c in code.values()), default=0)
+        self.width = 1 if top < 1 << 7 else 2 if top < 1 << 15 else 4
+        self.table = {v: c.to_bytes(self.width, "little", signed=True) for v, c in code.items()}
+
+    def add(self, values, first: int) -> bool:
+        """Give ``values`` the codes ``first, first + 1, ...``; False when they do not fit the
+        width (the caller packs the table again)."""
+        if first + len(values) > 1 << (8 * self.width - 1):
+            return False
+        w = self.width
+        self.table.update(zip(values, (c.to_bytes(w, "little", signed=True)
+                                       for c in range(first, first + len(values)))))
+        return True
+
+    def codes(self, values: list) -> np.ndarray:
+        """``[code[v] for v in values]`` as int64 (KeyError for a value not in the table)."""
+        if len(values) > 1:
+            data = b"".join(operator.itemgetter(*values)(self.table))
+        else:
+            data = b"".join(self.table[v] for v in values)
+        return np.frombuffer(data, _PACKED_DTYPES[self.width]).astype(np.int64)
+
+
+_PACKED_DTYPES = {1: np.dtype("<i1"), 2: np.dtype("<i2"), 4: np.dtype("<i4")}
+_FORCE_PACKED = _Packed(_FORCE_CODE)
+_ROUND_PACKED = _Packed({r: r for r in range(127)})
+
+
 def _expected_tokens(record: _TaskRecord) -> int:
     """String tokens (keys and string values) of the text of ``record`` if no key repeats."""
     n = 3 + sum(v is not UNSET for v in (record.candidates, record.gold, record.cluster))
-    n += len(record.candidates) if record.candidates.__class__ is list else 0
+    n += len(record.candidates) if record.candidates.__class__ is tuple else 0
     n += (record.gold.__class__ is str) + (record.cluster.__class__ is str)
     for m in record.moves:
         n += (7 + (m.answer is not UNSET) + (m.target is not UNSET) + (m.confidence is not _NAN)
@@ -238,6 +298,7 @@ class _Vocab:
         self.names: list = []
         self._arrays: dict = {}
         self.fresh: list = []
+        self.packed: _Packed | None = None       # packed when first used (after subclasses')
 
     def added(self, values: list) -> None:
         """Hook: ``values`` were just given the next codes."""
@@ -245,8 +306,10 @@ class _Vocab:
     def codes(self, *columns: list) -> list[np.ndarray]:
         """The int64 codes of each column (values not seen before are added first)."""
         self.fresh = []
+        if self.packed is None:
+            self.packed = _Packed(self.code)
         try:
-            return [_codes(self.code, c) for c in columns]
+            return [self.packed.codes(c) for c in columns]
         except KeyError:
             pass
         chain = itertools.chain
@@ -256,11 +319,13 @@ class _Vocab:
             fresh = [v for v in dict.fromkeys(chain(*columns)) if v not in self.code]
         code, names = self.code, self.names
         code.update(zip(fresh, range(len(names), len(names) + len(fresh))))
+        if self.packed is None or not self.packed.add(fresh, len(names)):
+            self.packed = _Packed(code)
         names.extend(fresh)
         self.added(fresh)
         self._arrays = {}
         self.fresh = fresh
-        return [_codes(code, c) for c in columns]
+        return [self.packed.codes(c) for c in columns]
 
     def array(self, name: str, values: Callable[[], list], dtype) -> np.ndarray:
         """``np.array(values(), dtype)`` of a per-value list, cached until the next addition."""
@@ -375,9 +440,10 @@ class FastTasks:
         :func:`bda_jax.resolve_trace`. ``agents`` and ``answers`` may also be given coded,
         ``(distinct values, int array of codes into them per move)``. ``distinct_ids``: the
         caller guarantees that ``ids`` are distinct non-blank strings (e.g. made from row
-        numbers), so they are not looked up one by one."""
+        numbers: a :class:`RowIds`, kept as it is), so they are not looked up one by one."""
         self = object.__new__(cls)
         M = len(ids)
+        candidates = [tuple(c) if c.__class__ is list else c for c in candidates]
         self._build(path, linenos, n_moves, task_ids, candidates, golds, [UNSET] * len(task_ids),
                     ids, agents, answers, None, forces, rounds, np.full(M, np.nan),
                     vocab or _Vocabs(unbounded=True), None, canonical_agents=True,
@@ -405,7 +471,8 @@ class FastTasks:
         vocab = vocab or _Vocabs()
         ids_v, agents_v, answers_v = vocab.ids, vocab.agents, vocab.answers
         if distinct_ids:                      # one code per move, in order; no target
-            id_code, tg_code, id_names = flat, np.full(M, -2, np.int64), list(ids)
+            id_code, tg_code = flat, np.full(M, -2, np.int64)
+            id_names = ids if ids.__class__ is RowIds else list(ids)
         elif targets is None:
             (id_code,) = ids_v.codes(ids)
             tg_code, id_names = np.full(M, -2, np.int64), ids_v.names
@@ -422,22 +489,44 @@ class FastTasks:
         self.answer_code = a_code
         self.answer_values = answers_v.values
         force = self.force_code = (forces.astype(np.int8) if isinstance(forces, np.ndarray)
-                                   else _codes(_FORCE_CODE, forces).astype(np.int8))
-        rnd = self.rounds = (rounds.astype(np.int64) if isinstance(rounds, np.ndarray) else
-                             np.array(rounds, np.int64) if M else np.zeros(0, np.int64))
+                                   else _FORCE_PACKED.codes(forces).astype(np.int8))
+        if isinstance(rounds, np.ndarray):
+            rnd = self.rounds = rounds.astype(np.int64)
+        else:
+            try:                                  # the usual rounds, 0 ... 126
+                rnd = self.rounds = _ROUND_PACKED.codes(rounds)
+            except KeyError:
+                rnd = self.rounds = np.fromiter(rounds, np.int64, M)
         if isinstance(confs, np.ndarray):
             self.conf = confs.astype(np.float64)
+        else:                  # absent: _NAN (the decoder takes no NaN); null: None
+            try:
+                self.conf = np.fromiter(confs, np.float64, M)
+                n_null = 0
+            except TypeError:
+                n_null = confs.count(None)
+                self.conf = np.fromiter([_NAN if c is None else c for c in confs], np.float64, M)
+            n_conf = M - int(np.isnan(self.conf).sum()) + n_null     # confidence keys given
+
+        # ---- candidate lists: one shared tuple per distinct list (``cand_table``), each
+        # task's index into it (``cand_index``); None: no list given
+        table: dict = {}
+        cands = list(map(table.setdefault, cands, cands))
+        distinct = list(table)
+        self.cand_table = cand_table = [c if c.__class__ is tuple else None for c in distinct]
+        cand_index = self.cand_index = _codes(dict(zip(distinct, range(len(distinct)))), cands)
+        if cand_table == distinct:          # every task gives a list: shared as they are
+            self.candidates = cands
         else:
-            n_conf = M - confs.count(_NAN)
-            if None in confs:
-                confs = [_NAN if c is None else c for c in confs]
-            self.conf = np.fromiter(confs, np.float64, M)
+            self.candidates = (list(operator.itemgetter(*cand_index.tolist())(cand_table))
+                               if T > 1 else [cand_table[int(k)] for k in cand_index])
+        cand_len = np.array([0 if c is None else len(c) for c in cand_table], np.int64)
 
         # ---- repeated keys: the text has more string tokens than the records account for
         if text is not None:
             a_null, a_unset = int((a_code == 0).sum()), int((a_code == 1).sum())
             t_unset, t_null = int((tg_code == -2).sum()), int((tg_code == -1).sum())
-            tokens = 3 * T + 7 * M + sum(len(c) for c in cands if c.__class__ is list) + n_conf
+            tokens = 3 * T + 7 * M + int(cand_len[cand_index].sum()) + n_conf
             tokens += 2 * (M - a_unset) - a_null + 2 * (M - t_unset) - t_null
             for column in (golds, clusters):
                 unset = column.count(UNSET)
@@ -450,24 +539,29 @@ class FastTasks:
                         bad_task[t] = True
 
         # ---- task fields (parse_trace)
-        for t, tid in enumerate(tids):
-            if not tid.strip():
-                bad_task[t] = True
-        self.candidates = cand_t = [tuple(c) if c.__class__ in (list, tuple) else None
-                                    for c in cands]
-        cand_sets = dict.fromkeys(c for c in cand_t if c is not None)
-        for cs in cand_sets:
-            cand_sets[cs] = bool(cs) and all(x.strip() for x in cs)
-        if not all(cand_sets.values()):
-            for t, cs in enumerate(cand_t):
-                if cs is not None and not cand_sets[cs]:
-                    bad_task[t] = True
+        if T:
+            bad_task |= np.fromiter(map(str.isspace, tids), bool, T)     # blank task id
+            if "" in tids:
+                bad_task[[t for t, tid in enumerate(tids) if not tid]] = True
+        cand_ok = np.array([c is None or (bool(c) and all(x.strip() for x in c))
+                            for c in cand_table], bool)
+        if not cand_ok.all():
+            bad_task |= ~cand_ok[cand_index]                  # empty, or a blank candidate
         gold_of = {g: (g if g.__class__ is str and g.strip() else None) for g in set(golds)}
-        self.gold = [gold_of[g] for g in golds]
-        self.cluster = cluster_t = [c if c.__class__ is str else None for c in clusters]
-        for t, c in enumerate(cluster_t):
-            if c is not None and not c.strip():
-                bad_task[t] = True
+        self.gold = list(map(gold_of.__getitem__, golds))
+        n_unset, n_null = clusters.count(UNSET), clusters.count(None)
+        if n_unset == T:
+            self.cluster = [None] * T
+        elif n_unset or n_null:
+            self.cluster = cluster_t = [c if c.__class__ is str else None for c in clusters]
+            for t, c in enumerate(cluster_t):
+                if c is not None and not c.strip():
+                    bad_task[t] = True
+        else:                                  # every task names its cluster
+            self.cluster = clusters
+            bad_task |= np.fromiter(map(str.isspace, clusters), bool, T)     # blank cluster
+            if "" in clusters:
+                bad_task[[t for t, c in enumerate(clusters) if not c]] = True
 
         # ---- move fields (parse_trace)
         has_target = tg_code >= 0
@@ -573,13 +667,21 @@ class FastTasks:
         and sources of the plain tasks from this chunk's columns)."""
         from .counts import ResolvedBlock    # here: parse workers import this module without JAX
         ok = np.flatnonzero(where >= 0).tolist()
-        task_id, cluster, lineno, path = self.task_id, self.cluster, self.lineno, self.path
+        if len(ok) == len(self.task_id):  # every task plain: the columns as they are
+            pick = list
+        elif len(ok) > 1:
+            pick = lambda column, get=operator.itemgetter(*ok): list(get(column))
+        else:
+            pick = lambda column: [column[t] for t in ok]
+        task_id, cluster = pick(self.task_id), pick(self.cluster)
+        if None in cluster:               # no cluster given: the task id
+            cluster = (list(task_id) if cluster.count(None) == len(cluster) else
+                       [t if c is None else c for t, c in zip(task_id, cluster)])
         return ResolvedBlock(
-            task_id=[task_id[t] for t in ok], candidates=columns["candidates"],
-            keys=columns["keys"],
-            cluster=[task_id[t] if cluster[t] is None else cluster[t] for t in ok],
-            sources=[(path, lineno[t]) for t in ok], agent_names=self.agent_names,
-            id_names=self.id_names, **{name: columns[name] for name in BLOCK_ARRAYS})
+            task_id=task_id, candidates=columns["candidates"], keys=columns["keys"],
+            cluster=cluster, sources=list(zip(itertools.repeat(self.path), pick(self.lineno))),
+            agent_names=self.agent_names, id_names=self.id_names,
+            **{name: columns[name] for name in BLOCK_ARRAYS})
 
     def _resolve(self, norm: Normalizer, abstain):
         T, M = self.T, self.M
@@ -606,20 +708,25 @@ class FastTasks:
                 raise _Fallback
             uk = code_of(uk_s)
 
-        # given candidate lists: keys non-empty and distinct, else a task-level error
-        sets = {}
-        for cs in dict.fromkeys(c for c in self.candidates if c is not None):
+        # given candidate lists (per distinct list of cand_table; cand_index per task): keys
+        # non-empty and distinct, else a task-level error
+        table, ci = self.cand_table, self.cand_index
+        sets = []                   # per list: (keys, key codes), or None (no list, or bad)
+        for cs in table:
+            if cs is None:
+                sets.append(None)
+                continue
             keys = _normalize_all(norm, cs)
             ok = all(keys) and len(set(keys)) == len(keys)
-            sets[cs] = (ok, tuple(keys), tuple(code_of(k) for k in keys) if ok else ())
-        fixed = np.fromiter((c is not None for c in self.candidates), bool, T)
-        for t, cs in enumerate(self.candidates):
-            if cs is not None and not sets[cs][0]:
-                bad_task[t] = True
-        golds = [g for g in set(self.gold) if g is not None]
+            sets.append((tuple(keys), tuple(map(code_of, keys))) if ok else None)
+        fixed = np.array([cs is not None for cs in table], bool)[ci] if T else np.zeros(0, bool)
+        list_ok = np.array([s is not None for s in sets], bool)
+        bad_task |= fixed & ~list_ok[ci]
+        golds = [g for g in dict.fromkeys(self.gold) if g is not None]
         gkey = dict(zip(golds, _normalize_all(norm, golds)))
-        gold_code = np.fromiter((code_of(gkey[g]) if g is not None and gkey[g] else -1
-                                 for g in self.gold), np.int64, T)
+        gcode = {g: code_of(k) if k else -1 for g, k in gkey.items()}
+        gcode[None] = -1
+        gold_code = _codes(gcode, self.gold) if T else np.zeros(0, np.int64)
         NK = max(len(kcode), 1)
 
         bad = pv & (mk < 0)                                   # missing_answer (normalized)
@@ -649,15 +756,19 @@ class FastTasks:
         K_given = np.zeros(T, np.int64)
         slot_t, slot_k, slot_v = [], [], []
         fixed_idx = np.flatnonzero(fixed & ~bad_task)
-        if fixed_idx.size:
-            codes = [sets[self.candidates[t]][2] for t in fixed_idx.tolist()]
-            K_given[fixed_idx] = np.fromiter(map(len, codes), np.int64, fixed_idx.size)
-            slot_t.append(np.repeat(fixed_idx, K_given[fixed_idx]))
-            slot_k.append(np.fromiter(itertools.chain.from_iterable(codes), np.int64,
-                                      int(K_given[fixed_idx].sum())))
-            starts = np.cumsum(K_given[fixed_idx]) - K_given[fixed_idx]
-            slot_v.append(np.arange(int(K_given[fixed_idx].sum()))
-                          - np.repeat(starts, K_given[fixed_idx]))
+        if fixed_idx.size:          # slot v of list l holds key code list_codes[list_off[l] + v]
+            list_K = np.array([0 if s is None else len(s[1]) for s in sets], np.int64)
+            list_off = np.zeros(len(sets) + 1, np.int64)
+            np.cumsum(list_K, out=list_off[1:])
+            list_codes = np.fromiter(itertools.chain.from_iterable(
+                s[1] for s in sets if s is not None), np.int64, int(list_off[-1]))
+            fci = ci[fixed_idx]
+            K_given[fixed_idx] = list_K[fci]
+            n_slots = list_K[fci]
+            slot_t.append(np.repeat(fixed_idx, n_slots))
+            slot_v.append(np.arange(int(n_slots.sum())) - np.repeat(np.cumsum(n_slots) - n_slots,
+                                                                    n_slots))
+            slot_k.append(list_codes[np.repeat(list_off[fci], n_slots) + slot_v[-1]])
         fs = pv & ~fixed[tix] & (mk >= 0) & ~bad_task[tix]
         if uk is not None:
             fs &= mk != uk
@@ -674,8 +785,7 @@ class FastTasks:
             slot_k.append(np.full(first_seen_idx.size, uk, np.int64))
             slot_v.append(np.zeros(first_seen_idx.size, np.int64))
             if fixed_idx.size:
-                has_uk = np.fromiter((uk in sets[self.candidates[t]][2]
-                                      for t in fixed_idx.tolist()), bool, fixed_idx.size)
+                has_uk = np.array([s is not None and uk in s[1] for s in sets], bool)[fci]
                 unknown_given[fixed_idx[~has_uk]] = True       # appended after the candidates
                 slot_t.append(fixed_idx[~has_uk])
                 slot_k.append(np.full(int((~has_uk).sum()), uk, np.int64))
@@ -719,21 +829,28 @@ class FastTasks:
         g_lists: dict[int, list] = {}
         for t, k, f in zip(g_task.tolist(), g_key.tolist(), g_first.tolist()):
             g_lists.setdefault(t, []).append((names[k], self.answer_values[self.answer_code[f]]))
-        candidates, keys = [], []
-        for t in ok_idx.tolist():
-            cs = self.candidates[t]
-            if cs is not None:
-                ks = sets[cs][1]
-                if unknown_given[t]:
-                    cs, ks = cs + (abstain,), ks + (names[uk],)
-            else:
-                pairs = g_lists.get(t, [])
-                ks = tuple(k for k, _ in pairs)
-                cs = tuple(d for _, d in pairs)
-                if uk is not None:
-                    cs, ks = (abstain,) + cs, (names[uk],) + ks
-            candidates.append(cs)
-            keys.append(ks)
+        # per list: its candidates and keys as a task shows them (abstain appended if absent)
+        shown = [None if s is None else
+                 (table[k], s[0]) if uk is None or uk in s[1] else
+                 (table[k] + (abstain,), s[0] + (names[uk],)) for k, s in enumerate(sets)]
+        ok_fixed = fixed[ok_idx]
+        if ok_fixed.all():          # every plain task gives its list
+            pairs = ([shown[k] for k in ci[ok_idx].tolist()] if ok_idx.size < 2 else
+                     operator.itemgetter(*ci[ok_idx].tolist())(shown))
+            candidates, keys = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
+        else:
+            candidates, keys = [], []
+            for t, li in zip(ok_idx.tolist(), ci[ok_idx].tolist()):
+                if fixed[t]:
+                    cs, ks = shown[li]
+                else:
+                    pairs = g_lists.get(t, [])
+                    ks = tuple(k for k, _ in pairs)
+                    cs = tuple(d for _, d in pairs)
+                    if uk is not None:
+                        cs, ks = (abstain,) + cs, (names[uk],) + ks
+                candidates.append(cs)
+                keys.append(ks)
         gold = np.where(gold_code[ok_idx] >= 0,
                         slot(ok_idx * NK + np.maximum(gold_code[ok_idx], 0)), -1)
         gold_missing = (gold_code[ok_idx] >= 0) & (gold < 0)
@@ -902,17 +1019,23 @@ class _Reader:
         linenos, kind = ch.linenos, ch.kind
         if where is not None and -1 not in kind[lo:hi]:
             # the usual chunk: every line a plain task, no task id repeated or seen before
-            js = kind[lo:hi]
-            order = [where[j] for j in js]
-            tids = [fast.task_id[j] for j in js]
-            if order and min(order) >= 0 and len(set(tids)) == len(tids) and \
+            js = kind[lo:hi]      # increasing (kind numbers the decoded lines in order)
+            if js and js[-1] - js[0] == len(js) - 1:          # a run of decoded lines
+                run = slice(js[0], js[-1] + 1)
+                pick = lambda column: column[run]
+                order = ch.resolution[1][run]
+            else:
+                pick = lambda column: [column[j] for j in js]
+                order = ch.resolution[1][list(js)]
+            tids = pick(fast.task_id)
+            if len(order) and order.min() >= 0 and len(set(tids)) == len(tids) and \
                     first_line.keys().isdisjoint(tids):
-                lines = linenos[lo:hi]
-                first_line.update(zip(tids, lines))
-                traces = [lazy_trace(t, fast.candidates[j], fast.gold[j], fast.cluster[j],
-                                     (path, n), (fast, j)) for t, j, n in zip(tids, js, lines)
-                          ] if want_traces else None
-                return ch.resolution[0].take(order), traces, len(order)
+                first_line.update(zip(tids, linenos[lo:hi]))
+                block = ch.resolution[0].take(order)
+                traces = lazy_traces(tids, pick(fast.candidates), pick(fast.gold),
+                                     pick(fast.cluster), block.sources,   # (path, line) each
+                                     fast, js) if want_traces else None
+                return block, traces, len(order)
         order = []                # per task: position in the fast block, or ~k of slow[k]
         slow_resolved, slow_sources, traces = [], [], [] if want_traces else None
         for k in range(lo, hi):
@@ -1093,6 +1216,8 @@ def _segment_lines(buf: bytes, at: int):
             pos += len(line) + 1
         lengths = np.fromiter(map(len, lines), np.int64, len(lines))
         starts = np.array(first, np.int64)
+    if all(map(bytes.startswith, lines, itertools.repeat(b"{"))):     # no blank line
+        return list(range(1, len(lines) + 1)), starts, lengths, lines, len(lines)
     keep = [k for k, d in enumerate(lines) if d[:1] == b"{" or d.strip()]
     if len(keep) == len(lines):
         return list(range(1, len(lines) + 1)), starts, lengths, lines, len(lines)
@@ -1122,6 +1247,9 @@ from bda_jax._core import fastparse
 fastparse._serve(sys.argv[2])
 """
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: A worker does no linear algebra: one BLAS / OpenMP thread, so that importing NumPy does not
+#: start a pool of them (a third of a worker's start-up CPU on a 2-core machine).
+_WORKER_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _utf8(text: str) -> bool:
@@ -1138,12 +1266,14 @@ class _WorkerGone(Exception):
 
 
 def _tabled(values: list):
-    """``values`` (hashable, or None) as a table of the distinct ones and an index [n] into it
-    (-1: None)."""
-    table: dict = {}
-    index = np.fromiter((-1 if v is None else table.setdefault(v, len(table)) for v in values),
-                        np.int64, len(values))
-    return list(table), index
+    """``values`` (objects, or None) as a table and an index [n] into it (-1: None): one entry
+    per distinct object (a chunk's tasks share their candidate tuples), found by identity."""
+    keys = list(map(id, values))
+    distinct = dict(zip(keys, values))              # first seen first
+    distinct.pop(id(None), None)
+    position = dict(zip(distinct, range(len(distinct))))
+    position[id(None)] = -1
+    return list(distinct.values()), _codes(position, keys) if keys else np.zeros(0, np.int64)
 
 
 def _untabled(table: list, index: np.ndarray) -> list:
@@ -1259,7 +1389,8 @@ def _message(ch: _Chunk, starts, lengths, vocab: _Vocabs, sent: dict, full: bool
         if full:
             arrays.update((name, getattr(fast, name)) for name in _FAST_ARRAYS)
             head["gold"] = fast.gold
-            head["candidates"], arrays["candidates"] = _tabled(fast.candidates)
+            head["candidates"] = fast.cand_table          # (None: no list given)
+            arrays["candidates"] = fast.cand_index
         if ch.resolution is not None:
             columns, where = ch.resolution
             arrays["where"] = where
@@ -1300,7 +1431,10 @@ def _fast_from(path: str, head: dict, arrays: dict, linenos: list, kind: np.ndar
     self.conc, self.chal, self.ret = force == _CONCEDE, force == _CHALLENGE, force == _RETRACT
     self.has_target = self.target_code >= 0
     self.gold = head["gold"]
-    self.candidates = _untabled(head["candidates"], arrays["candidates"])
+    table = self.cand_table = [None if c is None else tuple(c) for c in head["candidates"]]
+    index = self.cand_index = arrays["candidates"]
+    self.candidates = (list(operator.itemgetter(*index.tolist())(table)) if T > 1 else
+                       [table[k] for k in index.tolist()])
     self.fresh = None
     return self
 
@@ -1335,17 +1469,22 @@ def _serve(config: str) -> None:
         pass
     finally:
         os.close(fd)
+    # Every reply is flushed: exit now, without the interpreter's teardown (tens of ms that
+    # the caller, waiting for its workers to end, would spend idle).
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _start_workers(n: int, config: bytes) -> list:
     """``n`` worker processes (:func:`_serve`), each with a :class:`_Replies` reader as
     ``replies``."""
     procs = []
+    env = dict(os.environ, **_WORKER_THREADS)
     try:
         for _ in range(n):
             procs.append(subprocess.Popen(
                 [sys.executable, "-P", "-c", _BOOT, _PACKAGE_DIR, config.decode()],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
             try:                  # fewer hand-overs per reply (Linux; else the default pipe)
                 import fcntl
                 fcntl.fcntl(procs[-1].stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031),

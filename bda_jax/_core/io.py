@@ -11,7 +11,6 @@ import contextlib
 import gc
 import json
 import os
-import tempfile
 from typing import Any, Callable, Iterator, Mapping, TextIO
 
 __all__ = ["DuplicateKeyError", "TRACE_RECORD_IDS", "UTF8_BOM", "atomic_write", "canonical_json", "decode_json_line",
@@ -124,6 +123,8 @@ def atomic_write(path, write: Callable[[TextIO], None], suffix: str = ".tmp",
     (a text handle in UTF-8, or a binary one with ``binary=True``).
 
     The file gets the usual ``0666 & ~umask`` permissions (``mkstemp`` alone would leave 0600)."""
+    import tempfile     # here: the parse workers import this module and never write
+
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".bda_tmp_", suffix=suffix,
                                dir=os.path.dirname(os.path.abspath(path)))

@@ -121,11 +121,12 @@ class Trace:
 
     def __getattr__(self, name):
         # A trace read by the fast reader (docs/scale.md) builds its Move objects on first
-        # access: ``_lazy_moves`` is (source, index) with ``source.moves_of(index)``.
+        # access: ``_chunk.moves_of(_row)`` (:func:`lazy_trace`).
         if name == "moves":
-            lazy = self.__dict__.get("_lazy_moves")
-            if lazy is not None:
-                moves = self.__dict__["moves"] = lazy[0].moves_of(lazy[1])
+            d = self.__dict__
+            chunk = d.get("_chunk")
+            if chunk is not None:
+                moves = d["moves"] = chunk.moves_of(d["_row"])
                 return moves
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
@@ -361,20 +362,39 @@ def moves_from_columns(ids, agents, rounds, forces, answers, targets, confidence
     return tuple(out)
 
 
-_LAZY_TRACE = {"skipped": (), "_parsed": True}
+_LAZY_TRACE = {"task_id": None, "candidates": None, "gold": None, "cluster": None,
+               "skipped": (), "_parsed": True, "extra": None, "source": None,
+               "_chunk": None, "_row": None}
 
 
 def lazy_trace(task_id: str, candidates, gold, cluster, source, fast) -> Trace:
     """A field-checked :class:`Trace` whose ``moves`` are built on first access by
     ``fast[0].moves_of(fast[1])`` (the fast reader's traces; ``skipped`` and ``extra`` empty).
-    ``fast`` is also kept as ``_fast`` for :func:`bda_jax.tally`: ``fast[0].resolution(...)``
-    gives resolved columns that stand for :func:`resolve_trace`'s result (docs/scale.md)."""
-    trace = object.__new__(Trace)
-    d = trace.__dict__
-    d.update(_LAZY_TRACE)
-    d["task_id"], d["candidates"], d["gold"], d["cluster"] = task_id, candidates, gold, cluster
-    d["extra"], d["source"], d["_lazy_moves"], d["_fast"] = {}, source, fast, fast
-    return trace
+    ``fast`` is kept as ``_chunk`` and ``_row`` for :func:`bda_jax.tally`:
+    ``_chunk.resolution(...)`` gives resolved columns that stand for :func:`resolve_trace`'s
+    result (docs/scale.md)."""
+    return lazy_traces([task_id], [candidates], [gold], [cluster], [source], fast[0],
+                       [fast[1]])[0]
+
+
+def lazy_traces(task_ids, candidates, golds, clusters, sources, chunk, index) -> list[Trace]:
+    """``[lazy_trace(task_ids[k], candidates[k], golds[k], clusters[k], sources[k], (chunk,
+    index[k])) for k ...]`` over parallel columns (iterables of one length), without a call
+    per trace: each trace's attributes are a copy of one template dict (and no tuple per
+    trace: the cyclic collector has two objects per trace to look at, not three)."""
+    new, set_dict, copy = object.__new__, object.__setattr__, _LAZY_TRACE.copy
+    out = []
+    append = out.append
+    for task_id, cands, gold, cluster, source, j in zip(task_ids, candidates, golds, clusters,
+                                                         sources, index):
+        d = copy()
+        d["task_id"], d["candidates"], d["gold"], d["cluster"] = task_id, cands, gold, cluster
+        d["extra"], d["source"] = {}, source
+        d["_chunk"], d["_row"] = chunk, j
+        trace = new(Trace)
+        set_dict(trace, "__dict__", d)
+        append(trace)
+    return out
 
 
 def mark_field_checked(trace: Trace) -> Trace:

@@ -83,9 +83,9 @@ import pandas as pd
 
 from .._core.errors import DataError
 from .._core.normalize import default_normalizer, normalize_id
-from .._core.fastparse import FastTasks
+from .._core.fastparse import FastTasks, RowIds
 from .._core.io import gc_paused
-from .._core.traces import FORCES, Trace, lazy_trace
+from .._core.traces import FORCES, Trace, lazy_traces
 
 __all__ = [
     "CrowdData", "Duplicates", "DUPLICATE_POLICIES", "load_zheng", "load_zhang", "load_snow",
@@ -901,7 +901,7 @@ def to_traces(data: CrowdData) -> list[Trace]:
     workers = (canon, coded["worker"][0][order])       # per move: codes into the distinct ones
     answers = (coded["label"][1], coded["label"][0][order])
     gold = data.gold.to_dict()
-    golds = [gold.get(task) for task in tasks]
+    golds = list(map(gold.get, tasks))
     source = (str(data.source), None)
     M = len(order)
     # The columns were checked above, so the moves are not re-parsed: they stay columns (the
@@ -909,8 +909,9 @@ def to_traces(data: CrowdData) -> list[Trace]:
     # automaton over all of them at once (a task the fast checks refuse is resolved as usual).
     columns = FastTasks.from_columns(
         source[0], [None] * len(tasks), np.diff(np.concatenate([[0], ends])).tolist(), tasks,
-        [cands] * len(tasks), golds, [f"r{r}" for r in order.tolist()], workers, answers,
+        [cands] * len(tasks), golds, RowIds("r", order), workers, answers,
         np.full(M, FORCES.index("propose"), np.int8), np.zeros(M, np.int64),
-        distinct_ids=True)          # "r<row>": one id per row
-    return [lazy_trace(task, cands, g, None, source, (columns, t))
-            for t, (task, g) in enumerate(zip(tasks, golds))]
+        distinct_ids=True)          # "r<row>": one id per row, made when read
+    repeat = itertools.repeat
+    return lazy_traces(tasks, repeat(cands), golds, repeat(None), repeat(source), columns,
+                       range(len(tasks)))

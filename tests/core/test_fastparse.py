@@ -249,7 +249,7 @@ def test_a_large_plain_file_takes_the_fast_path_and_agrees(tmp_path):
     path.write_text("\n".join(plain_lines(random.Random(5), 300)) + "\n")
     check_file(path, options=TALLY_OPTIONS[:3])
     traces = bda.read_traces(path)
-    assert all("_fast" in t.__dict__ and "moves" not in t.__dict__ for t in traces)
+    assert all("_chunk" in t.__dict__ and "moves" not in t.__dict__ for t in traces)
     ref = _read_traces_reference(path)
     assert traces[260].moves == ref[260].moves       # built on first access
     assert bda.resolve_trace(traces[9]) == bda.resolve_trace(ref[9])
@@ -333,7 +333,7 @@ def test_crowd_traces_tally_as_move_objects_do():
                                                              for m in t.moves),
                                             t.candidates, t.gold, source=t.source))
                for t in datasets.to_traces(data)]
-        assert traces == ref and all("_fast" not in t.__dict__ for t in ref)
+        assert traces == ref and all("_chunk" not in t.__dict__ for t in ref)
         for opts in ({}, {"layout": "pairs"}, {"abstain_candidate": "unknown"},
                      {"agents": sorted({m.agent for t in ref for m in t.moves})[::-1]}):
             assert same_counts(bda.tally(traces, **opts), bda.tally(ref, **opts)), (name, opts)
@@ -443,7 +443,7 @@ def test_workers_read_like_one_process(tmp_path, monkeypatch, small_segments):
     got = outcome(lambda: bda.read_traces(path))
     ref = outcome(lambda: _read_traces_reference(path))
     assert calls == [2] and got[0] == ref[0] == "ok" and got[2] == ref[2] == []
-    assert same_traces(got[1], ref[1]) and all("_fast" in t.__dict__ for t in got[1])
+    assert same_traces(got[1], ref[1]) and all("_chunk" in t.__dict__ for t in got[1])
     assert [t.moves for t in got[1][::37]] == [t.moves for t in ref[1][::37]]
     for opts in ({}, {"abstain_candidate": "unknown", "layout": "pairs"}):
         assert same_counts(bda.tally(got[1], **opts), bda.tally(ref[1], **opts)), opts
