@@ -38,7 +38,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ._base import Aggregator
 from .._core.counts import Counts
@@ -173,6 +172,8 @@ def _stack_fit_one(x, gold, mask, is_tally, w, lam, *, steps, optimizer, learnin
         nll = -jnp.take_along_axis(lp, g[:, None], axis=1)[:, 0]
         nll = jnp.where(wl > 0, nll, 0.0)
         return jnp.sum(wl * nll) / wsum + 0.5 * lam * jnp.sum(theta * theta)
+
+    import optax        # here, not at module level: 0.1 s of every CLI start, used by stacking only
 
     theta0 = jnp.zeros(x.shape[-1], jnp.float32)
     if optimizer == "lbfgs":
