@@ -474,7 +474,7 @@ def test_minimize_cg_stops_at_the_rounding_floor_where_scipy_does(gtol):
     On an ill-conditioned quadratic (condition number 1e3) both SciPy and the port reach the
     minimiser ``B / diag(A)`` in about a dozen iterations; which of the last steps the line
     search still accepts depends on how the platform rounds (SciPy 1.18 takes 13-14, the
-    jitted port 12 here; both took 13 with earlier versions). What must hold: the same point,
+    jitted port 12 here; with earlier versions the two agreed). What must hold: the same point,
     within two iterations of SciPy, and a precision-loss exit only once what is left to gain is
     below float64's resolution of f, never short of the optimum."""
     fun = lambda x: 0.5 * x @ (_A @ x) - _B @ x  # noqa: E731
