@@ -22,6 +22,7 @@ import numpy as np
 
 from .checks import positive_int
 from .errors import DataError, TraceError
+from .fastparse import lookup_codes
 from .io import gc_paused
 from .normalize import Normalizer, default_normalizer
 from .traces import FORCES, ResolvedTrace, Trace, resolve_trace
@@ -696,9 +697,18 @@ class TallyState:
         self.dropped = 0
         self.file = file
 
-    def intern(self, candidates: tuple[str, ...]) -> tuple[str, ...]:
-        """One shared tuple per distinct candidate list (most tasks repeat a few lists)."""
-        return self._interned.setdefault(candidates, candidates)
+    def intern(self, candidates: list) -> list:
+        """Each task's candidate list as one shared tuple per distinct list (most tasks repeat
+        a few lists); lists repeated as one object (a chunk's tasks share them) are looked up
+        once."""
+        table = self._interned
+        keys = list(map(id, candidates))
+        distinct = dict(zip(keys, candidates))      # holds the lists: their ids stay theirs
+        if len(distinct) == len(keys):
+            cands = list(map(tuple, candidates))
+            return list(map(table.setdefault, cands, cands))
+        shared = {k: table.setdefault(tuple(c), tuple(c)) for k, c in distinct.items()}
+        return list(map(shared.__getitem__, keys))
 
 
 _FORCE_INDEX = {f: k for k, f in enumerate(FORCES)}
@@ -841,25 +851,6 @@ def _first_seen(codes: np.ndarray, names: Sequence, known) -> list:
     return [names[c] for c in order if names[c] not in known]
 
 
-def _interned(table: dict, candidates: list) -> list:
-    """Each task's candidate list as the one shared tuple of ``table`` (added there when new);
-    lists repeated as one object (a chunk's tasks share them) are looked up once."""
-    keys = list(map(id, candidates))
-    distinct = dict(zip(keys, candidates))
-    if len(distinct) == len(keys):
-        cands = list(map(tuple, candidates))
-        return list(map(table.setdefault, cands, cands))
-    shared = {k: table.setdefault(tuple(c), tuple(c)) for k, c in distinct.items()}
-    return list(map(shared.__getitem__, keys))
-
-
-def _lookup(code: dict, values: list) -> np.ndarray:
-    """``[code[v] for v in values]`` as int64 (looked up in C)."""
-    if len(values) > 1:
-        return np.fromiter(operator.itemgetter(*values)(code), np.int64, len(values))
-    return np.array([code[v] for v in values], np.int64)
-
-
 def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
     """Pack a run of resolved traces (the next tasks of the tally, as a
     :class:`ResolvedBlock`) into compact count arrays.
@@ -944,13 +935,13 @@ def tally_part(block: ResolvedBlock, state: TallyState) -> dict:
     base = len(codes)
     codes.update(zip(new, range(base, base + len(new))))
     cluster = (np.arange(base, base + T, dtype=np.int64) if len(new) == T  # all distinct, new
-               else _lookup(codes, block.cluster))
+               else lookup_codes(codes, block.cluster))
     if state.first_keys is None:
         state.first_keys, state.first_candidates = block.keys[0], block.candidates[0]
     if state.same_keys:
         state.same_keys = block.keys.count(state.first_keys) == T
     state.task_ids.extend(block.task_id)
-    state.candidates.extend(_interned(state._interned, block.candidates))
+    state.candidates.extend(state.intern(block.candidates))
 
     moves = _Moves(task, agent, cand, sign, rnd, conf)
     out = _assemble(moves, I, mask, Kt, gold, gold_missing, cluster, None, opt.layout)

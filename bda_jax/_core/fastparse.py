@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, lazy_traces,
                      moves_from_columns, resolve_trace)
 
-__all__ = ["FastTasks", "RowIds", "read_checked_traces", "stream_blocks", "check_workers", "auto_workers",
+__all__ = ["FastTasks", "RowIds", "lookup_codes", "read_checked_traces", "stream_blocks", "check_workers", "auto_workers",
            "DEFAULT_CHUNK_LINES", "BLOCK_ARRAYS"]
 
 #: Lines decoded and resolved at a time by :func:`read_checked_traces`.
@@ -190,7 +190,7 @@ def _string_tokens(data: bytes) -> int:
     return int(np.count_nonzero(np.frombuffer(data, np.uint8) == 34)) // 2
 
 
-def _codes(code: dict, values: list) -> np.ndarray:
+def lookup_codes(code: dict, values: list) -> np.ndarray:
     """``[code[v] for v in values]`` as int64 (looked up in C)."""
     if len(values) > 1:
         return np.fromiter(operator.itemgetter(*values)(code), np.int64, len(values))
@@ -514,7 +514,7 @@ class FastTasks:
         cands = list(map(table.setdefault, cands, cands))
         distinct = list(table)
         self.cand_table = cand_table = [c if c.__class__ is tuple else None for c in distinct]
-        cand_index = self.cand_index = _codes(dict(zip(distinct, range(len(distinct)))), cands)
+        cand_index = self.cand_index = lookup_codes(dict(zip(distinct, range(len(distinct)))), cands)
         if cand_table == distinct:          # every task gives a list: shared as they are
             self.candidates = cands
         else:
@@ -726,7 +726,7 @@ class FastTasks:
         gkey = dict(zip(golds, _normalize_all(norm, golds)))
         gcode = {g: code_of(k) if k else -1 for g, k in gkey.items()}
         gcode[None] = -1
-        gold_code = _codes(gcode, self.gold) if T else np.zeros(0, np.int64)
+        gold_code = lookup_codes(gcode, self.gold) if T else np.zeros(0, np.int64)
         NK = max(len(kcode), 1)
 
         bad = pv & (mk < 0)                                   # missing_answer (normalized)
@@ -1273,7 +1273,7 @@ def _tabled(values: list):
     distinct.pop(id(None), None)
     position = dict(zip(distinct, range(len(distinct))))
     position[id(None)] = -1
-    return list(distinct.values()), _codes(position, keys) if keys else np.zeros(0, np.int64)
+    return list(distinct.values()), lookup_codes(position, keys) if keys else np.zeros(0, np.int64)
 
 
 def _untabled(table: list, index: np.ndarray) -> list:
