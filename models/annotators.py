@@ -91,7 +91,7 @@ import numpyro.distributions as dist
 
 from bda_jax.crowd import CrowdVotes, check_gold, votes_from_labels
 from .dawid_skene import DSData, pattern_joint, pattern_log_lik, prepare, task_class_log_post
-from .inference import ModelSpec
+from .inference import ModelSpec, jit_over_data
 
 __all__ = [
     "DSData", "prepare",
@@ -131,12 +131,14 @@ def _one_coin_ds_params(params, data: DSData):
     return {"pi": params["pi"], "conf": one_coin_conf(params["theta"], data.K)}
 
 
+@jit_over_data
 def one_coin_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] at ``{"pi": [K], "theta": [W]}`` (gold: joint)."""
     p = _one_coin_ds_params(params, data)
     return pattern_log_lik(pattern_joint(p["pi"], p["conf"], data), data)[data.task_pat]
 
 
+@jit_over_data
 def one_coin_class_log_post(params, data: DSData):
     """Per-task log posterior over the class [T, K] (gold tasks: one-hot)."""
     return task_class_log_post(_one_coin_ds_params(params, data), data)
@@ -148,8 +150,7 @@ def one_coin_model(data: DSData, prior: OneCoinPrior = OneCoinPrior()):
     K, W = data.K, data.n_workers
     pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(K, prior.alpha_pi)))
     theta = numpyro.sample("theta", dist.Beta(prior.a, prior.b).expand([W]).to_event(1))
-    joint = pattern_joint(pi, one_coin_conf(theta, K), data)
-    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
+    numpyro.factor("log_lik", one_coin_log_lik({"pi": pi, "theta": theta}, data))
 
 
 def one_coin_init(data: DSData, acc: float = 0.7):
@@ -184,11 +185,13 @@ def _mace_joint(params, data: DSData):
     return pattern_joint(_uniform(data.K), mace_conf(params["theta"], params["xi"]), data)
 
 
+@jit_over_data
 def mace_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] at ``{"theta": [W], "xi": [W, K]}`` (gold: joint)."""
     return pattern_log_lik(_mace_joint(params, data), data)[data.task_pat]
 
 
+@jit_over_data
 def mace_class_log_post(params, data: DSData):
     """Per-task log posterior over the class [T, K] (gold tasks: one-hot)."""
     conf = mace_conf(params["theta"], params["xi"])
@@ -201,8 +204,7 @@ def mace_model(data: DSData, prior: MACEPrior = MACEPrior()):
     K, W = data.K, data.n_workers
     theta = numpyro.sample("theta", dist.Beta(prior.a, prior.b).expand([W]).to_event(1))
     xi = numpyro.sample("xi", dist.Dirichlet(jnp.full((W, K), prior.gamma)).to_event(1))
-    joint = pattern_joint(_uniform(K), mace_conf(theta, xi), data)
-    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
+    numpyro.factor("log_lik", mace_log_lik({"theta": theta, "xi": xi}, data))
 
 
 def mace_init(data: DSData, competence: float = 0.7):
@@ -278,11 +280,13 @@ def _clamped_log_lik(joint, gold):
     return jnp.where(gold >= 0, clamp, marg)
 
 
+@jit_over_data
 def glad_log_lik(params, data: GLADData):
     """Per-task marginal log-likelihood [T] (gold tasks: joint term of their gold class)."""
     return _clamped_log_lik(glad_joint(params, data), data.gold)
 
 
+@jit_over_data
 def glad_class_log_post(params, data: GLADData):
     """Per-task log posterior over the class [T, K] (gold tasks: one-hot)."""
     joint = glad_joint(params, data)
@@ -298,8 +302,7 @@ def glad_model(data: GLADData, prior: GLADPrior = GLADPrior()):
                            .expand([data.n_workers]).to_event(1))
     log_beta = numpyro.sample("log_beta", dist.Normal(0.0, prior.s_b)
                               .expand([data.n_tasks]).to_event(1))
-    joint = glad_joint({"alpha": alpha, "log_beta": log_beta}, data)
-    numpyro.factor("log_lik", _clamped_log_lik(joint, data.gold))
+    numpyro.factor("log_lik", glad_log_lik({"alpha": alpha, "log_beta": log_beta}, data))
 
 
 def glad_init(data: GLADData, ability: float = 1.0):

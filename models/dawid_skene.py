@@ -48,7 +48,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from bda_jax.crowd import CrowdVotes, check_gold, votes_from_labels
-from .inference import ModelSpec
+from .inference import ModelSpec, jit_over_data
 
 __all__ = [
     "DSData", "DSPrior", "prepare", "prepare_votes", "pattern_joint", "pattern_log_lik",
@@ -121,6 +121,7 @@ def prepare_votes(votes: CrowdVotes, gold=None) -> DSData:
     )
 
 
+@jit_over_data
 def pattern_joint(pi, conf, data: DSData):
     """``log pi_k + sum_{w,l} n_u[w,l] log C[w,k,l]`` per pattern: [U, K] (``pi`` [K], ``conf``
     [W, K, K] rows = true class); the one-coin and MACE models of :mod:`.annotators` pass their
@@ -134,6 +135,7 @@ def pattern_joint(pi, conf, data: DSData):
     return jnp.log(pi) + s
 
 
+@jit_over_data
 def pattern_log_lik(joint, data: DSData):
     """Per-pattern log-likelihood [U] from :func:`pattern_joint`: the marginal over the class,
     or the joint term of the gold class for gold patterns."""
@@ -143,12 +145,14 @@ def pattern_log_lik(joint, data: DSData):
     return jnp.where(data.pat_gold >= 0, clamp, marg)      # [U]
 
 
+@jit_over_data
 def task_log_lik(params, data: DSData):
     """Per-task marginal log-likelihood [T] (gold tasks: joint term of their gold class)."""
     joint = pattern_joint(params["pi"], params["conf"], data)
     return pattern_log_lik(joint, data)[data.task_pat]
 
 
+@jit_over_data
 def task_class_log_post(params, data: DSData):
     """Per-task log posterior over the class [T, K] (gold tasks: one-hot)."""
     joint = pattern_joint(params["pi"], params["conf"], data)
@@ -165,8 +169,7 @@ def ds_model(data: DSData, prior: DSPrior = DSPrior()):
     pi = numpyro.sample("pi", dist.Dirichlet(jnp.full(K, prior.alpha_pi)))
     conc = prior.beta_off + (prior.beta_diag - prior.beta_off) * jnp.eye(K)
     conf = numpyro.sample("conf", dist.Dirichlet(jnp.broadcast_to(conc, (W, K, K))).to_event(1))
-    joint = pattern_joint(pi, conf, data)
-    numpyro.factor("log_lik", pattern_log_lik(joint, data)[data.task_pat])
+    numpyro.factor("log_lik", task_log_lik({"pi": pi, "conf": conf}, data))
 
 
 def default_init(data: DSData, acc: float = 0.7):

@@ -57,7 +57,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .inference import ModelSpec
+from .inference import ModelSpec, jit_over_data
 
 __all__ = ["ReliabilityData", "ReliabilityPrior", "reliability_data", "reliability_data_from_arrays",
            "reliability_model", "task_log_lik", "task_class_log_post", "default_init",
@@ -148,6 +148,7 @@ def _joint(theta, data: ReliabilityData):
     return _hypothesis_terms(theta, data) + log_pi0
 
 
+@jit_over_data
 def task_log_lik(params, data: ReliabilityData):
     """Per-task marginal log-likelihood [T] (labeled: gold term; gold outside the list: its term)."""
     theta = params["theta"]
@@ -160,6 +161,7 @@ def task_log_lik(params, data: ReliabilityData):
     return jnp.where(data.gold_out, out, jnp.where(data.gold >= 0, clamp, marg))
 
 
+@jit_over_data
 def task_class_log_post(params, data: ReliabilityData):
     """Per-task class log-posterior given θ [T, K] (labeled: one-hot at the gold)."""
     joint = _joint(params["theta"], data)

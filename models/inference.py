@@ -14,7 +14,8 @@ The functions here take a spec and never look inside the model:
   multivariate normal, ``"delta"``: a point mass, i.e. MAP) and an optax optimizer (large data);
 * :func:`fit_map` — MAP: :func:`fit_svi` with ``guide="delta"``, returning the point estimate;
 * :func:`draws_log_lik`, :func:`class_posterior` — per-item log-likelihoods and class
-  posteriors over a set of draws (from NUTS or from a guide) or over a point estimate.
+  posteriors over a set of draws (from NUTS or from a guide) or over a point estimate;
+* :func:`jit_over_data` — how the models compile their likelihood code (below).
 
 ``samples`` arguments are dicts of arrays whose leading dimensions are draws (``[draw, ...]`` or
 ``[chain, draw, ...]``); the number of leading dimensions is read off ``spec.init(data)``.
@@ -22,19 +23,53 @@ Usage (``ds`` = :mod:`models.dawid_skene`)::
 
     mcmc = run_nuts(jax.random.key(0), ds.SPEC, data, num_chains=2)
     proba = class_posterior(ds.SPEC, mcmc.get_samples(), data)          # [T, K]
+
+Compilation: NumPyro initializes a sampler or a guide by running the model, and its gradient,
+eagerly, one operation at a time, and JAX compiles every eager operation as its own program
+(about a hundred per model and data shape). The models' likelihood code is therefore wrapped in
+:func:`jit_over_data`: eagerly it runs as one compiled program (and one each for its derivatives),
+inside a traced sampler it is inlined as before. The numbers are the same; only the count of
+compiled programs changes.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import functools
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from numpyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO, init_to_value
 from numpyro.infer.autoguide import AutoDelta, AutoLowRankMultivariateNormal, AutoNormal
 
 __all__ = ["ModelSpec", "SVIFit", "run_nuts", "fit_svi", "fit_map", "guide_draws",
-           "draws_log_lik", "class_posterior"]
+           "draws_log_lik", "class_posterior", "jit_over_data"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def jit_over_data(fn: F) -> F:
+    """``jax.jit`` of a model function ``fn(*args, data)`` whose last argument is the model's
+    data, a NamedTuple of arrays and Python ints: the ints are sizes (e.g.
+    :class:`~models.dawid_skene.DSData`'s ``n_patterns``, which ``segment_sum`` needs as a
+    constant) and are static, one compiled program per size; the arrays and ``args`` (pytrees of
+    arrays) are traced. Same values as ``fn``; see the module docstring for why."""
+
+    @functools.partial(jax.jit, static_argnames=("cls", "sizes"))
+    def compiled(args, arrays, *, cls, sizes):
+        return fn(*args, cls(**arrays, **dict(sizes)))
+
+    @functools.wraps(fn)
+    def call(*args):
+        *head, data = args
+        fields = data._asdict()
+        is_size = {k: isinstance(v, (int, np.integer)) for k, v in fields.items()}
+        sizes = tuple((k, int(v)) for k, v in fields.items() if is_size[k])
+        arrays = {k: v for k, v in fields.items() if not is_size[k]}
+        return compiled(tuple(head), arrays, cls=type(data), sizes=sizes)
+
+    return call  # type: ignore[return-value]
 
 
 class ModelSpec(NamedTuple):
