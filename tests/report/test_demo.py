@@ -103,10 +103,13 @@ def test_rerun_loads_every_cell(quick):
 
 def test_two_runs_write_identical_results(quick, tmp_path):
     """Two runs of the same inputs and seed, from scratch: results.json is byte-identical but for
-    its run section (created, environment, cache counts, timings)."""
+    its run section (created, environment, cache counts, timings). The second starts in a folder
+    holding another study's cache, which ``resume=False`` discards unread (a mismatched cache
+    under ``resume=True`` is replaced: test_cache_of_other_data_is_not_reused)."""
     out, first, _ = quick
+    CellCache(tmp_path / CACHE_NAME, "some other study").put("x", 1)
     fresh = run_demo(tmp_path, quick=True, progress=False, resume=False)
-    assert fresh["run"]["cache"]["loaded"] == 0
+    assert fresh["run"]["cache"]["loaded"] == 0 and fresh["run"]["cache"]["reset"] == "resume=False"
     assert _before_run(tmp_path / "results.json") == _before_run(out / "results.json")
     assert set(fresh["run"]) == {"created", "environment", "cache", "timings_s"}
     assert not {"created", "environment", "cache", "timings_s"} & set(fresh)
@@ -166,15 +169,6 @@ def test_killed_demo_resumes_without_recomputing(quick, tmp_path):
     assert results["dase"] == quick[1]["dase"]
     fp = json.loads(cache_path.read_bytes().split(b"\n", 1)[0])["fingerprint"]
     assert len(CellCache(cache_path, fp)) == total
-
-
-def test_cache_of_other_settings_is_replaced(quick, tmp_path):
-    path = tmp_path / CACHE_NAME
-    CellCache(path, "some other study").put("x", 1)
-    results = run_demo(tmp_path, quick=True, progress=False)
-    cache = results["run"]["cache"]
-    assert cache["loaded"] == 0 and "replaced" in cache["reset"]
-    assert "fingerprint" in cache["reset"] or "other study" in cache["reset"]
 
 
 def test_cache_of_other_data_is_not_reused(quick, tmp_path, monkeypatch):
