@@ -18,6 +18,7 @@ import bda_jax as bda  # noqa: E402
 from bda_jax.council import (ATTACK_KIND, CouncilConfig, Endpoint, Question, Seat,  # noqa: E402
                              read_method_run, run_attack)
 
+from cli_calls import invoke  # noqa: E402
 from council.fake_server import FakeServer  # noqa: E402
 
 ARMS = ("majority", "bda-per-agent", "moa", "moa-lite", "self-moa", "argllms")
@@ -129,30 +130,28 @@ def test_cli_method_and_evaluate_with_a_stored_run(tmp_path):
     with FakeServer() as srv:
         q, c = _write_inputs(tmp_path, srv.base_url)
         traces = tmp_path / "t.jsonl"
-        bda_cli = [sys.executable, "-m", "bda_jax"]
-        run = lambda *a: subprocess.run(bda_cli + list(a), capture_output=True, text=True,
-                                        timeout=120)
+        run = invoke                        # in-process `bda` (tests/cli_calls.py)
         assert run("council", "run", str(q), "--config", str(c), "--out", str(traces),
-                   "--no-progress").returncode == 0
+                   "--no-progress").exit_code == 0
         r = run("council", "method", "moa", str(q), "--config", str(c), "--out",
                 str(tmp_path / "own.json"), "--attack", "--json", "--no-progress")
-        assert r.returncode == 0, r.stderr        # on questions: the seats as own proposers
+        assert r.exit_code == 0, r.stderr        # on questions: the seats as own proposers
         own = json.loads(r.stdout)
         assert own["reads_council"] is False and own["gamma"] == pytest.approx(2 / 3)
         assert own["ledger"]["calls"] == 6 * (3 + 1)
         r = run("council", "method", "moa", str(traces), "--config", str(c), "--out",
                 str(tmp_path / "m.json"), "--json", "--no-progress")
-        assert r.returncode == 0, r.stderr
+        assert r.exit_code == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["method"] == "moa" and doc["reads_council"] and doc["ledger"]["calls"] == 6
         n = len(_chat(srv))
         r = run("evaluate", str(traces), "--arms", "majority", "--method-run",
                 str(tmp_path / "m.json"), "--folds", "2", "--n-resamples", "20", "--json",
                 "--no-progress")
-        assert r.returncode == 0, r.stderr
+        assert r.exit_code == 0, r.stderr
         assert len(_chat(srv)) == n                       # a stored run makes no call
         result = json.loads(r.stdout)
         assert [row["arm"] for row in result["table"]] == ["majority", "moa"]
         assert result["methods"]["moa"]["reads_council"] is True
         r = run("evaluate", str(traces), "--arms", "majority,argllms", "--folds", "2")
-        assert r.returncode == 2 and "--config" in r.stderr
+        assert r.exit_code == 2 and "--config" in r.stderr

@@ -26,6 +26,7 @@ from bda_jax.council import (TARGET_FORCES, LegalMoves, MoveReply, Question,  # 
                              next_round, parse_reply, read_config, read_questions,
                              record_abstain, run_council, to_trace, trace_task_id)
 
+from cli_calls import invoke  # noqa: E402
 from council.fake_server import FakeServer  # noqa: E402
 from reference import traces_without_run_extras  # noqa: E402
 
@@ -145,11 +146,10 @@ def test_a_server_without_a_model_list_still_runs(tmp_path):
 def test_unknown_model_stops_with_one_line(tmp_path, server):
     qpath = _questions(tmp_path / "q.jsonl", 1)
     cfg_path = _config(tmp_path / "c.toml", server.base_url, model="no-such-model")
-    proc = subprocess.run([sys.executable, "-m", "bda_jax", "council", "run", str(qpath),
-                           "--config", str(cfg_path), "--out", str(tmp_path / "t.jsonl"),
-                           "--no-progress"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    result = invoke("council", "run", qpath, "--config", cfg_path, "--out", tmp_path / "t.jsonl",
+                    "--no-progress")
+    assert result.exit_code == 2, result.output
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "no-such-model" in lines[0] and "fake" in lines[0]
     assert not (tmp_path / "t.jsonl").exists()
 
