@@ -5,7 +5,9 @@ The suite runs once in a subprocess with ``PYTEST_ADDOPTS`` adding a JUnit XML r
 reads the variable on top of ``[tool.pytest.ini_options]``), so the command is exactly the one
 users and CI run. Reported: wall seconds, the sum of the per-test times (larger than the wall
 time when tests run in parallel workers), the number of tests by outcome, the 20 slowest tests,
-the load average before and after (the 2 cores are often shared), target and met. A passing
+the load average before and after (the 2 cores are often shared), the machine's speed that hour
+(``machine_speed``: a fixed pure-Python loop and a fixed XLA compile in a fresh process, timed
+before the suite, so runs of different days can be compared), target and met. A passing
 run also rewrites ``tests/scope_seconds.json`` (seconds per xdist scheduling scope), which
 ``tests/conftest.py`` reads to hand out the longest files first.
 
@@ -32,6 +34,46 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "suite_cpu.json"
 SCOPES_OUT = ROOT / "tests" / "scope_seconds.json"     # read by tests/conftest.py
 SCHEMA_VERSION = 1
 TARGET_S = 360.0
+
+
+_SPEED_CHILD = r"""
+import json, time
+loops = []
+for _ in range(3):
+    t = time.perf_counter()
+    s = 0
+    for i in range(3_000_000):
+        s += i * i
+    loops.append(time.perf_counter() - t)
+import jax, jax.numpy as jnp
+jax.config.update("jax_enable_compilation_cache", False)
+
+def em_like(x, steps):               # a while loop of small fused steps, like the crowd EM
+    def body(c):
+        i, q = c
+        w = jnp.log(q.sum(0) + 1.0)
+        q = jax.nn.softmax(x * w[None, :] + jnp.log(q + 1e-9), axis=-1)
+        return i + 1, q
+    return jax.lax.while_loop(lambda c: c[0] < steps, body, (0, jax.nn.softmax(x, -1)))[1]
+
+compiles = []
+for steps in (50, 51, 52):           # three different programs: no cache serves the next
+    lowered = jax.jit(em_like, static_argnums=1).lower(jnp.ones((500, 4)), steps)
+    t = time.perf_counter()
+    lowered.compile()
+    compiles.append(time.perf_counter() - t)
+print(json.dumps({"python_loop_s": min(loops), "xla_compile_s": min(compiles)}))
+"""
+
+
+def machine_speed() -> dict:
+    """Seconds of a fixed pure-Python loop (3 M multiply-adds) and of one fixed XLA compile (a
+    while loop of small steps), each the best of three, in a fresh interpreter with no
+    compilation cache: how fast this machine runs the two kinds of work the suite's time is made
+    of, that hour."""
+    out = subprocess.run([sys.executable, "-c", _SPEED_CHILD], capture_output=True, text=True,
+                         cwd=ROOT, env=dict(os.environ, JAX_PLATFORMS="cpu"), check=True)
+    return {k: round(v, 3) for k, v in json.loads(out.stdout.splitlines()[-1]).items()}
 
 
 def slowest(junit: Path, n: int = 20) -> tuple[list[dict], dict]:
@@ -78,6 +120,7 @@ def main(argv=None) -> int:
         env = dict(os.environ, PYTEST_ADDOPTS=(os.environ.get("PYTEST_ADDOPTS", "")
                                                + f" --junitxml={junit}").strip())
         load_before = list(os.getloadavg())
+        speed = machine_speed()
         t0 = time.perf_counter()
         rc = subprocess.run(args.command, shell=True, cwd=ROOT, env=env).returncode
         wall = time.perf_counter() - t0
@@ -92,6 +135,7 @@ def main(argv=None) -> int:
                           "cpu_count": os.cpu_count(),
                           "sched_affinity": len(os.sched_getaffinity(0))},
               "load_average": {"before": load_before, "after": list(os.getloadavg())},
+              "machine_speed": speed,
               "command": args.command, "exit_code": rc, "wall_s": wall, "outcomes": outcomes,
               "slowest_20": top, "target_s": TARGET_S, "met": rc == 0 and wall <= TARGET_S}
     args.out.parent.mkdir(parents=True, exist_ok=True)
