@@ -427,8 +427,17 @@ def rows_suite(d):
                  workload=f"{o.get('passed', 0):,} passed, {o.get('skipped', 0)} skipped; "
                           f"slowest {top[0]['test'].rsplit('::', 1)[-1]} {top[0]['seconds']:.0f} s",
                  ours_warm=_fmt_s(d["wall_s"]),
-                 reference=f"sum of test times {_fmt_s(o.get('sum_of_test_seconds'))}",
+                 reference=f"sum of test times {_fmt_s(o.get('sum_of_test_seconds'))}"
+                           + _speed_note(d.get("machine_speed")),
                  target=f"≤ {d['target_s']:.0f} s on 2 cores", met=d["met"])]
+
+
+def _speed_note(speed) -> str:
+    """The machine's speed that hour (bench_suite's fixed Python loop and XLA compile)."""
+    if not speed:
+        return ""
+    return (f"; machine: Python loop {speed['python_loop_s']:.2f} s, "
+            f"XLA compile {speed['xla_compile_s']:.2f} s")
 
 
 SUMMARIZERS = {"onecoin": rows_onecoin, "kernels": rows_kernels, "nested_cv": rows_nested,

@@ -131,3 +131,34 @@ def test_svi_mean_field_recovers_confusion(rng):
         joint[t] += np.log(conf[w, :, l])
     bayes = (joint.argmax(1) == truth).mean()
     assert (proba.argmax(1) == truth).mean() >= bayes - 0.01, bayes
+
+
+def test_likelihood_is_one_compiled_program_per_data_shape(rng):
+    """inference.jit_over_data: an eager call of the jitted likelihood compiles one program (the
+    int sizes static) where the unwrapped function compiles several (its jitted parts and each
+    eager operation between them); same values, equal to the loop reference."""
+    import jax.monitoring
+
+    K, W, T = 3, 7, 43                      # shapes no other test here uses
+    conf = np.broadcast_to(np.full((K, K), .1) + .7 * np.eye(K), (W, K, K))
+    task, worker, label, _ = simulate(rng, T, conf, np.ones(K) / K)
+    data = ds.prepare(task, worker, label, K=K)
+    params = {"pi": jax.numpy.full(K, 1 / K), "conf": jax.numpy.asarray(conf * 0.9 + 0.1 / K)}
+    compiled = []
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        got = np.asarray(ds.task_log_lik(params, data))
+        n_jit = len(compiled)
+        want = np.asarray(ds.task_log_lik.__wrapped__(params, data))
+        n_eager = len(compiled) - n_jit
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert n_jit <= 1 < n_eager, (n_jit, n_eager)     # 0 when the session cache served it
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got, ref_log_lik(task, worker, label, np.asarray(params["pi"]),
+                                                np.asarray(params["conf"]), T), rtol=1e-5)
