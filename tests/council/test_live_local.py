@@ -112,8 +112,10 @@ def test_local_model_runs_the_dase_ensemble(tmp_path):
         assert len(trace.moves) == said
 
 
-@pytest.mark.slow      # the default run's live tests stay within ~60 s together without it;
-def test_local_model_runs_the_broadcast_protocol(tmp_path):   # test_broadcast.py covers it offline
+# Under -m slow: the default run's live tests stay within ~60 s together without it, and
+# tests/council/test_broadcast.py covers the protocol against a scripted server.
+@pytest.mark.slow
+def test_local_model_runs_the_broadcast_protocol(tmp_path):
     """The live broadcast protocol ([Audit] Fig. 1) on the real local model: one question, two
     agents, one outer round of one turn. The log passes the audit's reader, the floor went to the
     argmax agent as recorded, and a rerun is served from the cache with the same log. Plumbing
