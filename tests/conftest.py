@@ -18,6 +18,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+# The report's figures are drawn by this process, not by background workers: the suite already
+# keeps both cores busy (`-n auto`), and the tests that spy on matplotlib see only this
+# process. The tests of the workers ask for them (``FigureRenderer(workers=...)``, or this
+# variable set for one test).
+os.environ.setdefault("BDA_JAX_FIGURE_WORKERS", "0")
+
 import numpy as np
 import pytest
 from hypothesis import settings

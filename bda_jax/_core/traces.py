@@ -397,6 +397,12 @@ def lazy_traces(task_ids, candidates, golds, clusters, sources, chunk, index) ->
     return out
 
 
+def field_checked(trace: Trace) -> bool:
+    """Whether ``trace``'s field types were checked (:func:`mark_field_checked`): its fields are
+    in their parsed, canonical form."""
+    return bool(trace.__dict__.get("_parsed"))
+
+
 def mark_field_checked(trace: Trace) -> Trace:
     """Record that ``trace``'s field types were checked (by :func:`parse_trace`, or by an
     importer that built it from typed columns), so :func:`resolve_trace` runs the protocol
@@ -438,7 +444,7 @@ def _resolve_trace(trace: Trace, *, normalizer: Normalizer = default_normalizer,
     concede or a targeted retract it is ignored, as if absent. A candidate that normalizes to
     ``""`` raises; a gold that does leaves the task unlabeled.
     """
-    if not trace.__dict__.get("_parsed"):
+    if not field_checked(trace):
         # built in memory: check every field's type exactly as a file would be checked
         parsed = parse_trace(trace.to_json(), lenient=lenient)
         trace = dataclasses.replace(parsed, skipped=trace.skipped + parsed.skipped)

@@ -57,9 +57,9 @@ import numpy as np
 
 from .._core.counts import tally
 from .._core.errors import DataError
-from .._core.normalize import Normalizer, default_normalizer
+from .._core.normalize import Normalizer, default_normalizer, memoized
 from .._core.selection import make_folds
-from .._core.traces import Move, Trace, resolve_trace
+from .._core.traces import Move, Trace, field_checked, mark_field_checked, resolve_trace
 from ..aggregators import evaluate
 from ._cells import cell, open_cells
 
@@ -118,9 +118,15 @@ def _resolve_seats(seats, agents: list[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------------- one task
 def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
-                 normalizer: Normalizer, fallback_answer: str, meta_base: dict) -> Trace:
+                 normalizer: Normalizer, memo: Normalizer, fallback_answer: str,
+                 meta_base: dict) -> Trace:
+    """One task's corrupted trace. ``memo`` is ``normalizer`` memoized (the same answers);
+    the new trace is marked field-checked when ``trace`` is: its moves are made of the checked
+    trace's fields and candidates (and the checked ``fallback_answer``), so the guard
+    :func:`resolve_trace` runs the automaton without re-parsing it."""
     resolved = resolve_trace(trace, normalizer=normalizer)
     display = list(resolved.candidates)
+    keys = list(resolved.keys)                             # normalized display, same order
     gold = resolved.gold                                   # -1 when gold is not a candidate
     orig = {mid: (c, s) for mid, c, s in zip(resolved.moves, resolved.cand, resolved.sign)}
     moves = list(resolved.admissible)
@@ -129,7 +135,11 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
     wrongs = [g for g in range(len(display)) if g != gold]
     if not wrongs and trace.candidates is None:          # open answer space, all said gold
         display.append(fallback_answer)
+        keys.append(memo(fallback_answer))
         wrongs = [len(display) - 1]
+    first: dict[str, int] = {}                             # key -> its first candidate
+    for g, key in enumerate(keys):
+        first.setdefault(key, g)
     fixed = wrongs[min(int(w_u * len(wrongs)), len(wrongs) - 1)] if wrongs else None
 
     new: list[Move] = []
@@ -162,13 +172,13 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
     def endorse(m: Move, c: int, prefer=None) -> Move:
         """A move of m's agent that endorses c (+1): keep m if it already does."""
         if m.force in ("propose", "vote"):
-            if normalizer(m.answer) == normalizer(display[c]):
+            if memo(m.answer) == keys[c]:
                 return m
             return same(m, force=m.force, answer=display[c])
         if m.force == "concede":
             tgt = m.target
             if ans.get(tgt) == c and agent_of.get(tgt) != m.agent:
-                if m.answer is None or normalizer(m.answer) == normalizer(display[c]):
+                if m.answer is None or memo(m.answer) == keys[c]:
                     return m
                 return same(m, force="concede", answer=display[c], target=tgt)
             mv = latest(c, not_agent=m.agent, prefer=prefer)
@@ -183,10 +193,10 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
             return m
         if m.force == "retract":
             if m.target is not None and ans.get(m.target) == c and agent_of[m.target] == m.agent:
-                if m.answer is None or normalizer(m.answer) == normalizer(display[c]):
+                if m.answer is None or memo(m.answer) == keys[c]:
                     return m
                 return same(m, force="retract", target=m.target, answer=display[c])
-            if m.target is None and normalizer(m.answer) == normalizer(display[c]) \
+            if m.target is None and memo(m.answer) == keys[c] \
                     and c in endorsed.get(m.agent, ()):
                 return m
         mv = latest(c, not_agent=m.agent, prefer=prefer)
@@ -208,7 +218,7 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
                 if c is None:                              # its target was dropped
                     out = same(m, force="abstain")
                     dropped.append(m.id)
-                elif m.answer is not None and normalizer(m.answer) != normalizer(display[c]):
+                elif m.answer is not None and memo(m.answer) != keys[c]:
                     out = same(m, force="concede", answer=display[c], target=m.target)
         else:
             c, sign = info
@@ -239,9 +249,9 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
         new.append(out)
         agent_of[out.id] = out.agent
         if out.force in ("propose", "vote"):
-            a = [g for g in range(len(display)) if normalizer(display[g]) == normalizer(out.answer)]
-            ans[out.id] = a[0]
-            endorsed.setdefault(out.agent, set()).add(a[0])
+            g = first[memo(out.answer)]
+            ans[out.id] = g
+            endorsed.setdefault(out.agent, set()).add(g)
         elif out.force == "concede":
             ans[out.id] = ans[out.target]
             if agent_of[out.target] != out.agent:
@@ -255,8 +265,9 @@ def _corrupt_one(trace: Trace, p: float, bad: set[str], rng_draws, target: str,
                 informative=n_info, redirected=redirected, rewritten=rewritten, dropped=dropped)
     extra = dict(trace.extra)
     extra["adversary"] = meta
-    return Trace(trace.task_id, tuple(new), trace.candidates, trace.gold, trace.cluster,
-                 extra=extra)
+    out = Trace(trace.task_id, tuple(new), trace.candidates, trace.gold, trace.cluster,
+                extra=extra)
+    return mark_field_checked(out) if field_checked(trace) else out
 
 
 def corrupt_traces(traces: Sequence[Trace], p_wrong: float, *, k: int = 1,
@@ -307,6 +318,10 @@ def corrupt_traces(traces: Sequence[Trace], p_wrong: float, *, k: int = 1,
         raise DataError(f"mode must be one of {_MODES}, got {mode!r}", field="mode")
     if target not in _TARGETS:
         raise DataError(f"target must be one of {_TARGETS}, got {target!r}", field="target")
+    if not isinstance(fallback_answer, str) or not normalizer(fallback_answer):
+        raise DataError(f"fallback_answer must be a string with an answer (not empty after "
+                        f"normalization), got {fallback_answer!r}",
+                        field="fallback_answer")
     traces = list(traces)
     if not traces:
         raise DataError("no traces to corrupt", field="traces")
@@ -323,6 +338,7 @@ def corrupt_traces(traces: Sequence[Trace], p_wrong: float, *, k: int = 1,
         pool = None
     if mode == "persistent":
         fixed_bad = set(pool) if pool is not None else set(agents[:k])
+    memo = memoized(normalizer)
     meta_base = {"mode": mode, "k": len(fixed_bad) if mode == "persistent" else k,
                  "p_wrong": p, "seed": seed, "target": target}
 
@@ -344,7 +360,7 @@ def corrupt_traces(traces: Sequence[Trace], p_wrong: float, *, k: int = 1,
             wr = rng.random(n)
             return w_u, u, wr
 
-        out.append(_corrupt_one(t, p, bad, draws, target, normalizer, fallback_answer,
+        out.append(_corrupt_one(t, p, bad, draws, target, normalizer, memo, fallback_answer,
                                 meta_base))
     if check:
         for t in out:

@@ -14,6 +14,10 @@ and the self-contained HTML report that renders either.
   ``validate_evaluation`` the whole ``bda evaluate`` document, each naming the first bad field
   in an ``ArtifactError``; ``render_report`` validates, then writes ``index.html`` (user strings
   HTML-escaped, and drawn as plain text in the figures, never as mathtext).
+* ``FigureRenderer`` draws the report's figures (the kinds of ``FIGURES``) in background
+  processes (``auto_figure_workers``) while the caller goes on; ``queue_figures`` hands it the
+  figures of a results dict or of one section, so ``bda demo`` draws each section's figures
+  while the next sections compute.
 * ``confidence_flags`` (``CONSTANT_CONFIDENCE_SPREAD``): whether an arm's confidences are
   constant or nearly so; a flagged arm is never ranked on calibration.
 * ``strict_json``: the one converter of results to strict JSON values. The files are written
@@ -22,12 +26,15 @@ and the self-contained HTML report that renders either.
 from ._demo import CACHE_NAME, demo_config, run_demo
 from ._evaluation import (CONSTANT_CONFIDENCE_SPREAD, EVALUATION_KIND, confidence_flags,
                           evaluation_results)
-from ._html import RESULTS_MAX_BYTES, evaluation_as_report, load_results, render_report
+from ._figures import FIGURES, FigureRenderer, auto_figure_workers
+from ._html import (RESULTS_MAX_BYTES, evaluation_as_report, load_results, queue_figures,
+                    render_report)
 from ._validate import RESULTS_KIND, SCHEMA_VERSION, validate_evaluation, validate_results
 from ._json import strict_json
 from ._table import posterior_table
 
 __all__ = ["CACHE_NAME", "CONSTANT_CONFIDENCE_SPREAD", "EVALUATION_KIND", "confidence_flags", "RESULTS_KIND", "RESULTS_MAX_BYTES", "SCHEMA_VERSION",
-           "demo_config", "evaluation_as_report", "evaluation_results",
+           "demo_config", "evaluation_as_report", "evaluation_results", "FIGURES",
+           "FigureRenderer", "auto_figure_workers", "queue_figures",
            "load_results", "posterior_table", "render_report",
            "run_demo", "strict_json", "validate_evaluation", "validate_results"]

@@ -543,15 +543,31 @@ def run_demo(out_dir="bda-report", *, seed: int = 0, quick: bool = False,
 
 def _run(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
          t_start: float) -> dict:
-    """The demo's sections over the open ``cache``, then ``index.html`` and ``results.json``."""
+    """The demo's sections over the open ``cache``, then ``index.html`` and ``results.json``,
+    with figure workers for the report (:class:`~bda_jax.report.FigureRenderer`)."""
+    from ._figures import FigureRenderer
+
+    timings = {"inputs": round(time.perf_counter() - t_start, 2)}
+    with FigureRenderer() as figures:
+        return _sections(out, cfg, inputs, cache, reset, progress, t_start, timings, figures)
+
+
+#: demo section -> the key of ``results`` that holds it (the data sets under "datasets")
+_RESULTS_KEY = {"bluebirds": "datasets", "council": "datasets", "dose": "dose_response",
+                "sleeper": "sleeper", "dase": "dase"}
+
+
+def _sections(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
+              t_start: float, timings: dict, figures) -> dict:
+    """The demo's sections, each section's figures handed to ``figures``' workers as soon as
+    it is computed (drawn while the next sections compute), then the report and the results."""
     import json
 
     import jax
 
     from .._core.io import atomic_write
-    from ._html import render_report
+    from ._html import queue_figures, render_report
 
-    timings = {"inputs": round(time.perf_counter() - t_start, 2)}
     with _progress(progress) as bar:
         task = bar.add_task("starting", total=_n_cells(cfg))
         cells = _Cells(cache, bar, task)
@@ -561,6 +577,10 @@ def _run(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
             t0 = time.perf_counter()
             sections[name] = fn(cells, cfg, inputs)
             timings[name] = round(time.perf_counter() - t0, 2)
+            key = _RESULTS_KEY[name]
+            part = strict_json(sections[name])
+            queue_figures({"datasets": {name: part}} if key == "datasets" else {key: part},
+                          figures)
         bar.update(task, description="done")
 
     results = {
@@ -590,7 +610,7 @@ def _run(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
     # the page's header shows the run's metadata: render a view with it at the top level too
     render_report({**results, **{k: run[k] for k in ("created", "environment", "cache",
                                                      "timings_s")}},
-                  out)                       # validates the results before anything is written
+                  out, figures=figures)      # validates the results before anything is written
     run["timings_s"]["render"] = round(time.perf_counter() - t_render, 2)
     run["timings_s"]["total"] = round(time.perf_counter() - t_start, 2)
     atomic_write(out / "results.json",

@@ -13,23 +13,27 @@ evaluate --out``, shown as one data-set section (:func:`evaluation_as_report`).
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import math
 import os
 import stat
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .._core.errors import ArtifactError
 from .._core.io import atomic_write, read_json_file
 from ._evaluation import EVALUATION_KIND
+from ._figures import FigureRenderer, seat_ratios
+from ._format import as_float, constant_confidence, is_number, num
 from ._validate import RESULTS_KIND, SCHEMA_VERSION, validate_evaluation, validate_results
 
-__all__ = ["render_report", "load_results", "validate_results", "evaluation_as_report",
+__all__ = ["render_report", "queue_figures", "load_results", "validate_results", "evaluation_as_report",
            "SCHEMA_VERSION", "RESULTS_KIND", "RESULTS_MAX_BYTES"]
+
+#: ``figure(kind, *args) -> data URI``: how the page builders get each figure (a
+#: :class:`~bda_jax.report.FigureRenderer`, or the collector of :func:`queue_figures`)
+Figure = Callable[..., str]
 
 #: the largest results file :func:`load_results` reads (bytes)
 RESULTS_MAX_BYTES = 256 * 2 ** 20
@@ -91,33 +95,20 @@ def evaluation_as_report(ev: dict, path=None) -> dict:
 
 # --------------------------------------------------------------------------- formatting
 
-def _is_number(x) -> bool:
-    """An int or float (never a bool) that converts to a float (a huge int does not)."""
-    if not isinstance(x, (int, float)) or isinstance(x, bool):
-        return False
-    try:
-        float(x)
-    except OverflowError:
-        return False
-    return True
 
 
-def _num(x, digits: int = 3) -> str:
-    if not _is_number(x) or not math.isfinite(float(x)):
-        return "—"
-    return f"{float(x):.{digits}f}"
 
 
 def _pct(x, digits: int = 1) -> str:
-    return "—" if not _is_number(x) else f"{100 * float(x):.{digits}f} %"
+    return "—" if not is_number(x) else f"{100 * float(x):.{digits}f} %"
 
 
 def _ci(pair, digits: int = 3) -> str:
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
         return ""
-    if not all(_is_number(v) for v in pair):
+    if not all(is_number(v) for v in pair):
         return ""
-    return f"[{_num(pair[0], digits)}, {_num(pair[1], digits)}]"
+    return f"[{num(pair[0], digits)}, {num(pair[1], digits)}]"
 
 
 def _e(x) -> str:
@@ -125,30 +116,6 @@ def _e(x) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def _f(x) -> float:
-    return float(x) if _is_number(x) else float("nan")
-
-
-# --------------------------------------------------------------------------- figures
-
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf"]
-
-
-def _figure(w: float, h: float):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w, h), dpi=96)
-    return fig
-
-
-def _png(fig) -> str:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _img(uri: str, alt: str, cls: str = "") -> str:
@@ -156,193 +123,14 @@ def _img(uri: str, alt: str, cls: str = "") -> str:
     return f'<img{c} src="{uri}" alt="{_e(alt)}">'
 
 
-def _label(name) -> str:
-    """A user string as a legend label: matplotlib hides labels that start with ``_``, so those
-    get a zero-width space in front (shown as typed, never dropped)."""
-    text = str(name)
-    return "\u200b" + text if text.startswith("_") else text
-
-
-def _legend(ax, **kwargs):
-    """``ax.legend(**kwargs)`` with every label drawn as plain text (``parse_math=False``): a
-    legend label is an arm, a seat or a record id, a user string."""
-    legend = ax.legend(**kwargs)
-    for text in legend.get_texts():
-        text.set_parse_math(False)
-    return legend
-
-
-def _fig_reliability(arm: dict) -> str:
-    bins = arm.get("bins") or {}
-    conf = [_f(v) for v in bins.get("confidence") or []]
-    acc = [_f(v) for v in bins.get("accuracy") or []]
-    count = [_f(v) for v in bins.get("count") or []]
-    M = len(acc) or 10
-    fig = _figure(2.7, 2.7)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot([0, 1], [0, 1], ls="--", lw=1, color="#888")
-    centers = [(m + 0.5) / M for m in range(M)]
-    total = sum(c for c in count if math.isfinite(c)) or 1.0
-    for m in range(min(M, len(acc))):
-        if not math.isfinite(acc[m]):
-            continue
-        share = count[m] / total if m < len(count) and math.isfinite(count[m]) else 0.0
-        ax.bar(centers[m], acc[m], width=1.0 / M, color="#1f77b4",
-               alpha=0.35 + 0.65 * min(1.0, 3 * share), edgecolor="white", lw=0.5)
-        if m < len(count) and math.isfinite(count[m]):
-            ax.text(centers[m], min(acc[m], 0.9) + 0.02, f"{count[m]:.0f}", ha="center",
-                    va="bottom", fontsize=6, color="#333", parse_math=False)
-        if m < len(conf) and math.isfinite(conf[m]):
-            ax.plot([conf[m]], [acc[m]], "o", ms=3, color="#d62728")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("confidence", fontsize=8)
-    ax.set_ylabel("accuracy", fontsize=8)
-    row = arm.get("row") or {}
-    flag = "  (constant conf.)" if _constant(arm) else ""
-    ax.set_title(f"{arm.get('arm')}  ECE {_num(row.get('ece_ew'))}{flag}", fontsize=9,
-                 parse_math=False)
-    ax.tick_params(labelsize=7)
-    return _png(fig)
-
-
 def _bin_counts(bins: dict) -> str:
     """The tasks per non-empty confidence bin of a reliability diagram, as caption HTML."""
-    count = [_f(v) for v in bins.get("count") or []]
+    count = [as_float(v) for v in bins.get("count") or []]
     M = len(count)
     parts = [f"[{m / M:.1f}, {(m + 1) / M:.1f}{']' if m == M - 1 else ')'}: {c:.0f}"
              for m, c in enumerate(count) if math.isfinite(c) and c > 0]
     total = sum(c for c in count if math.isfinite(c))
     return _e(f"tasks per bin ({total:.0f} in all): " + ("; ".join(parts) or "none"))
-
-
-def _fig_weights(weights: dict, sort: bool) -> str:
-    agents = [str(a) for a in weights.get("agents") or []]
-    w = [_f(v) for v in weights.get("weight") or []]
-    r = [_f(v) for v in weights.get("reliability") or []]
-    adv = set(map(str, weights.get("adversaries") or []))
-    chance = _f(weights.get("chance"))
-    order = list(range(len(agents)))
-    if sort:
-        order.sort(key=lambda i: (-w[i] if math.isfinite(w[i]) else math.inf))
-    n = len(order)
-    fig = _figure(max(5.5, 0.17 * n + 2.5), 4.6)
-    ax1, ax2 = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
-    xs = range(n)
-    colors = ["#d62728" if agents[i] in adv else ("#ff7f0e" if w[i] < 0 else "#1f77b4")
-              for i in order]
-    ax1.bar(xs, [w[i] if math.isfinite(w[i]) else 0 for i in order], color=colors)
-    ax1.axhline(0, color="black", lw=0.8)
-    ax1.set_ylabel("evidence weight\n(log-odds per move)", fontsize=8)
-    ax2.bar(xs, [r[i] if math.isfinite(r[i]) else 0 for i in order], color=colors)
-    mu = [_f(v) for v in weights.get("prior_mean") or []]
-    if len(mu) == len(agents):
-        ax2.plot(list(xs), [mu[i] for i in order], "o", ms=3, color="black", label="prior mean μ_i")
-        _legend(ax2, fontsize=7, loc="upper right")
-    if math.isfinite(chance):
-        ax2.axhline(chance, color="black", lw=0.8, ls="--")
-        ax2.text(-0.5, chance, " chance", va="bottom", ha="left", fontsize=7, parse_math=False)
-    ax2.set_ylim(0, 1)
-    ax2.set_ylabel("reliability r_i", fontsize=8)
-    for ax in (ax1, ax2):
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([agents[i] for i in order], rotation=90 if n > 8 else 0, fontsize=7,
-                           parse_math=False)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.set_xlim(-0.6, n - 0.4)
-    from matplotlib.patches import Patch
-    handles = [Patch(color="#1f77b4", label="weight > 0"), Patch(color="#ff7f0e", label="weight < 0")]
-    if adv:
-        handles.append(Patch(color="#d62728", label="coalition seat"))
-    _legend(ax1, handles=handles, fontsize=7, loc="best")
-    fig.tight_layout()
-    return _png(fig)
-
-
-def _fig_dose(dose: dict) -> str:
-    regimes = list(dose.get("regimes") or dict.fromkeys(r["regime"] for r in dose["rows"]))
-    arms = list(dose.get("arms") or dict.fromkeys(r["arm"] for r in dose["rows"]))
-    fig = _figure(3.2 * max(1, len(regimes)), 3.0)
-    for j, regime in enumerate(regimes):
-        ax = fig.add_subplot(1, len(regimes), j + 1)
-        for a, arm in enumerate(arms):
-            pts = sorted((_f(r["p_wrong"]), _f(r.get("accuracy"))) for r in dose["rows"]
-                         if r["regime"] == regime and r["arm"] == arm)
-            ax.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
-                    color=_COLORS[a % len(_COLORS)], label=_label(arm))
-        ax.set_title(regime, fontsize=9, parse_math=False)
-        ax.set_xlabel("p_wrong (dose)", fontsize=8)
-        ax.set_ylim(-0.02, 1.02)
-        ax.tick_params(labelsize=7)
-        if j == 0:
-            ax.set_ylabel("accuracy", fontsize=8)
-            _legend(ax, fontsize=7)
-    fig.tight_layout()
-    return _png(fig)
-
-
-def _fig_sleeper(sl: dict) -> str:
-    arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
-    fig = _figure(7.0, 3.0)
-    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for a, arm in enumerate(arms):
-        pts = sorted((_f(r["f"]), _f(r.get("accuracy"))) for r in sl["table"] if r["arm"] == arm)
-        ax1.plot([p for p, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.4,
-                 color=_COLORS[a % len(_COLORS)], label=_label(arm))
-    ax1.set_xlabel("f (attacked share of the calibration window)", fontsize=8)
-    ax1.set_ylabel("deployment accuracy", fontsize=8)
-    ax1.set_ylim(-0.02, 1.02)
-    _legend(ax1, fontsize=7)
-    factor = _f(sl.get("factor", 2.0))
-    seats = _seat_ratios(sl)
-    if seats:
-        # the alarm fires per seat (drift_i > factor * floor_i): plot each seat's ratio and the
-        # largest, the statistic the alarm compares with the factor
-        fs = sorted(seats)
-        agents = list(dict.fromkeys(a for f in fs for a in seats[f]))
-        for j, agent in enumerate(agents):
-            ax2.plot(fs, [seats[f].get(agent, (math.nan, False))[0] for f in fs], "-", lw=0.9,
-                     color=_COLORS[(j + 3) % len(_COLORS)], alpha=0.8,
-                     label=_label(f"seat {agent}"))
-        top = [max((v for v, _ in seats[f].values() if math.isfinite(v)), default=math.nan)
-               for f in fs]
-        ax2.plot(fs, top, "o-", ms=3.5, lw=1.6, color="#222", label="largest seat ratio")
-        fired = [(f, t) for f, t in zip(fs, top)
-                 if any(a for _, a in seats[f].values())]
-        if fired:
-            ax2.plot([f for f, _ in fired], [t for _, t in fired], "s", ms=6, mfc="none",
-                     color="#d62728", label="alarm raised")
-        ylabel = "drift / noise floor, per seat"
-    else:                                   # an older results file: the mean is all there is
-        first = {}
-        for r in sl["table"]:
-            first.setdefault(_f(r["f"]), r)
-        fs = sorted(first)
-        ax2.plot(fs, [_f(first[f].get("drift_ratio")) for f in fs], "o-", ms=3, color="#444",
-                 label="mean over seats (the alarm is per seat)")
-        ylabel = "row-drift ratio (mean)"
-    if math.isfinite(factor):
-        ax2.axhline(factor, color="#d62728", ls="--", lw=1, label=f"alarm at {factor:g}x")
-    ax2.set_xlabel("f", fontsize=8)
-    ax2.set_ylabel(ylabel, fontsize=8)
-    _legend(ax2, fontsize=6.5, loc="upper left")
-    for ax in (ax1, ax2):
-        ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return _png(fig)
-
-
-def _seat_ratios(sl: dict) -> dict:
-    """f -> {seat: (drift ratio, alarm)} from the sleeper section's ``monitor`` ({} if none)."""
-    out = {}
-    for m in sl.get("monitor") or []:
-        agents = [str(a) for a in m.get("agents") or []]
-        ratio = [_f(v) for v in m.get("ratio") or []]
-        alarm = [bool(v) for v in m.get("alarm") or []]
-        out[_f(m["f"])] = {a: (ratio[i] if i < len(ratio) else math.nan,
-                               alarm[i] if i < len(alarm) else False)
-                           for i, a in enumerate(agents)}
-    return out
 
 
 def pick_trajectories(records: Sequence[dict], n: int) -> list[dict]:
@@ -362,103 +150,6 @@ def pick_trajectories(records: Sequence[dict], n: int) -> list[dict]:
                 chosen.append(by_kind[kind][depth])
         depth += 1
     return chosen
-
-
-def _fig_dase_traj(records: Sequence[dict], W) -> str:
-    n_rows = -(-len(records) // 3) if records else 0
-    fig = _figure(7.0, 3.1 + 0.2 * n_rows)
-    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for i, r in enumerate(records):
-        g = [_f(v) for v in r.get("g") or []]
-        rounds = list(range(1, len(g) + 1))
-        mark = "✓" if r.get("correct") else "✗"
-        label = f"#{r.get('idx')} {r.get('commit')} {mark}"
-        color = _COLORS[i % len(_COLORS)]
-        ax1.plot(rounds, g, "o-", ms=3, lw=1.2, color=color, label=_label(label))
-        x = r.get("x")
-        if x:
-            ax2.step([0] + list(range(1, len(x) + 1)), [0] + [_f(v) for v in x], where="post",
-                     lw=1.4, color=color)
-    ax1.axhline(0.5, color="#888", ls=":", lw=1)
-    ax1.set_ylim(0, 1.02)
-    ax1.set_xlabel("round", fontsize=8)
-    ax1.set_ylabel("evidence score g", fontsize=8)
-    from matplotlib.ticker import MaxNLocator
-    for ax in (ax1, ax2):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if records:                 # below both panels: inside, it covers the trajectories
-        handles, labels = ax1.get_legend_handles_labels()
-        legend = fig.legend(handles, labels, fontsize=7, loc="lower center", frameon=False,
-                            ncol=min(3, len(labels)), bbox_to_anchor=(0.5, 0.0))
-        for text in legend.get_texts():
-            text.set_parse_math(False)
-    if _is_number(W):
-        for y, name in ((W, "right wall: dispatch"), (-W, "left wall: flag")):
-            ax2.axhline(y, color="#d62728" if y < 0 else "#2ca02c", lw=1, ls="--")
-            ax2.text(0.1, y, name, fontsize=7, va="bottom" if y < 0 else "top", parse_math=False)
-        ax2.set_ylim(-W - 0.8, W + 0.8)
-    ax2.set_xlabel("round", fontsize=8)
-    ax2.set_ylabel("arena position x", fontsize=8)
-    for ax in (ax1, ax2):
-        ax.tick_params(labelsize=7)
-    fig.tight_layout(rect=(0, (0.22 * n_rows + 0.1) / (3.1 + 0.2 * n_rows), 1, 1))
-    return _png(fig)
-
-
-_KINDS = ("right_wall", "consensus", "left_wall", "fallback", "running")
-
-
-_KIND_COLORS = {"right_wall": "#2ca02c", "consensus": "#17becf", "left_wall": "#d62728",
-                "fallback": "#ff7f0e", "running": "#7f7f7f"}
-_KIND_NAMES = {"right_wall": "right wall (dispatched)", "consensus": "consensus",
-               "left_wall": "left wall (flagged)", "fallback": "fallback (flagged)",
-               "running": "still running"}
-
-
-def _fig_partition(excerpt: dict) -> str:
-    """One stacked bar per replay: problems per commit kind, correct (solid) then wrong
-    (hatched); the kinds are named in a legend below the bars, the bars carry counts only (a
-    kind name inside a thin bar is unreadable at the report's width)."""
-    from matplotlib.patches import Patch
-
-    replays = excerpt.get("replays") or []
-    height = 1.6 + 0.55 * max(1, len(replays))
-    fig = _figure(7.0, height)
-    ax = fig.add_subplot(1, 1, 1)
-    labels, present = [], []
-    for y, rep in enumerate(replays):
-        recs = rep.get("records") or []
-        total = max(1, len(recs))
-        left = 0
-        for kind in _KINDS:
-            ok = sum(1 for r in recs if r.get("commit") == kind and r.get("correct"))
-            bad = sum(1 for r in recs if r.get("commit") == kind and not r.get("correct"))
-            if (ok or bad) and kind not in present:
-                present.append(kind)
-            for n, wrong in ((ok, False), (bad, True)):
-                if not n:
-                    continue
-                ax.barh(y, n, left=left, height=0.6, color=_KIND_COLORS[kind],
-                        alpha=0.45 if wrong else 1.0, edgecolor="white",
-                        hatch="//" if wrong else None)
-                if n / total >= 0.04:
-                    ax.text(left + n / 2, y, f"{'✗' if wrong else '✓'}{n}", ha="center",
-                            va="center", fontsize=7.5, parse_math=False)
-                left += n
-        labels.append(f"empty_g = {rep.get('empty_g')}")
-    ax.set_yticks(list(range(len(replays))))
-    ax.set_yticklabels(labels, fontsize=8, parse_math=False)
-    ax.set_xlabel("problems (✓ solid: correct, ✗ hatched: wrong)", fontsize=8)
-    ax.tick_params(labelsize=7.5)
-    ax.invert_yaxis()
-    handles = [Patch(color=_KIND_COLORS[k], label=_KIND_NAMES[k]) for k in present]
-    if handles:                 # below the axes, apart from the x label
-        legend = fig.legend(handles=handles, fontsize=7.5, loc="lower center", frameon=False,
-                            ncol=min(len(handles), 4), bbox_to_anchor=(0.5, 0.0))
-        for text in legend.get_texts():
-            text.set_parse_math(False)
-    fig.tight_layout(rect=(0, 0.32 / height if handles else 0, 1, 1))
-    return _png(fig)
 
 
 # --------------------------------------------------------------------------- HTML pieces
@@ -509,18 +200,13 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) ->
 
 def _with_ci(value, ci, digits=3) -> str:
     c = _ci(ci, digits)
-    return _e(_num(value, digits)) + (f' <span class="ci">{_e(c)}</span>' if c else "")
-
-
-def _constant(arm: dict) -> bool:
-    """Whether an arm is flagged as stating (nearly) one confidence for every task."""
-    return (arm.get("calibration") or {}).get("constant_confidence") is True
+    return _e(num(value, digits)) + (f' <span class="ci">{_e(c)}</span>' if c else "")
 
 
 def _inside(value, pair) -> bool | None:
     """Whether ``value`` lies in the interval ``pair`` (None when either is missing)."""
-    if not _is_number(value) or not isinstance(pair, (list, tuple)) or len(pair) != 2 \
-            or not all(_is_number(v) for v in pair):
+    if not is_number(value) or not isinstance(pair, (list, tuple)) or len(pair) != 2 \
+            or not all(is_number(v) for v in pair):
         return None
     lo, hi = (float(v) for v in pair)
     return lo - 1e-9 <= float(value) <= hi + 1e-9
@@ -531,7 +217,7 @@ def _degenerate(arm: dict) -> bool:
     the same, so every resample does too."""
     acc = (arm.get("row") or {}).get("accuracy")
     pair = (arm.get("ci") or {}).get("accuracy")
-    return (_is_number(acc) and float(acc) in (0.0, 1.0) and _inside(acc, pair) is True
+    return (is_number(acc) and float(acc) in (0.0, 1.0) and _inside(acc, pair) is True
             and float(pair[0]) == float(pair[1]))
 
 
@@ -540,8 +226,8 @@ def _metrics_table(block: dict) -> tuple[str, list[str]]:
     arms = block["arms"]
     ref = block.get("reference", "majority")
     ranked = [not a.get("not_ranked") for a in arms]
-    on_calibration = [r and not _constant(a) for r, a in zip(ranked, arms)]
-    cols = {m: [_f(a["row"].get(m)) for a in arms] for m in ("accuracy", "ece_ew", "brier_mc")}
+    on_calibration = [r and not constant_confidence(a) for r, a in zip(ranked, arms)]
+    cols = {m: [as_float(a["row"].get(m)) for a in arms] for m in ("accuracy", "ece_ew", "brier_mc")}
     outside = set()                          # (arm index, metric) with the point outside its CI
     for i, a in enumerate(arms):
         for m in cols:
@@ -568,30 +254,30 @@ def _metrics_table(block: dict) -> tuple[str, list[str]]:
         row = a["row"]
         vs = (a.get("vs_reference") or {}).get("accuracy") or {}
         delta = "—" if a["arm"] == ref or not vs else (
-            _e(f"{100 * _f(vs.get('delta')):+.1f} pp") + (
-                f' <span class="ci">{_e("[%+.1f, %+.1f]" % (100 * _f(vs.get("ci_low")), 100 * _f(vs.get("ci_high"))))}</span>'
-                if _is_number(vs.get("ci_low")) and _is_number(vs.get("ci_high")) else ""))
+            _e(f"{100 * as_float(vs.get('delta')):+.1f} pp") + (
+                f' <span class="ci">{_e("[%+.1f, %+.1f]" % (100 * as_float(vs.get("ci_low")), 100 * as_float(vs.get("ci_high"))))}</span>'
+                if is_number(vs.get("ci_low")) and is_number(vs.get("ci_high")) else ""))
         sel = a.get("selected")
         sel_txt = ""
         if isinstance(sel, list) and sel and isinstance(sel[0], dict):
-            sel_txt = ", ".join(f"{k}={v:g}" if _is_number(v) else f"{k}={v}"
+            sel_txt = ", ".join(f"{k}={v:g}" if is_number(v) else f"{k}={v}"
                                 for k, v in sel[0].items())
         name = _e(a["arm"])
         if a.get("not_ranked"):
             name += ' <span class="flag">not ranked</span>'
             notes.append(f"<b>{_e(a['arm'])}</b> is not ranked: {_e(a['not_ranked'])}.")
-        if _constant(a):
+        if constant_confidence(a):
             cal = a.get("calibration") or {}
             name += ' <span class="flag">constant confidence</span>'
             notes.append(
                 f"<b>{_e(a['arm'])}</b> states (nearly) one confidence for every task "
-                f"({_e(_num(cal.get('min')))} to {_e(_num(cal.get('max')))}): all its tasks "
+                f"({_e(num(cal.get('min')))} to {_e(num(cal.get('max')))}): all its tasks "
                 "fall in one bin, so its ECE is |confidence − accuracy|, a statement about its "
                 "accuracy level rather than its calibration; it is not ranked on ECE.")
         acc_mark = ""
         if _degenerate(a):
             acc_mark = ' <span class="warn" title="degenerate: see the note">‡</span>'
-            v = _num(row.get("accuracy"))
+            v = num(row.get("accuracy"))
             text = (f"‡ <b>{_e(a['arm'])}</b>: accuracy {_e(v)} with a zero-width interval: "
                     f"every labeled task scores the same, so every resample gives {_e(v)} too; "
                     "the interval shows no sampling spread, not certainty.")
@@ -608,8 +294,8 @@ def _metrics_table(block: dict) -> tuple[str, list[str]]:
             delta,
             cell(a, i, "ece_ew", True, on_calibration),
             cell(a, i, "brier_mc", True, ranked),
-            _e(_num(row.get("nll"))),
-            _e(_num(row.get("auroc"))),
+            _e(num(row.get("nll"))),
+            _e(num(row.get("auroc"))),
             f'<span class="small">{_e(sel_txt)}</span>',
         ]
         rows.append(cells)
@@ -649,17 +335,17 @@ def _weights_table(weights: dict) -> str:
     rows = []
     for i, a in enumerate(agents):
         w = (weights.get("weight") or [None] * len(agents))[i]
-        neg = _is_number(w) and w < 0
-        wtxt = _e(_num(w))
+        neg = is_number(w) and w < 0
+        wtxt = _e(num(w))
         rows.append([_e(a) + (" <b>(coalition)</b>" if str(a) in adv else ""),
-                     _e(_num((weights.get("reliability") or [None] * len(agents))[i])),
-                     _e(_num((weights.get("prior_mean") or [None] * len(agents))[i])),
+                     _e(num((weights.get("reliability") or [None] * len(agents))[i])),
+                     _e(num((weights.get("prior_mean") or [None] * len(agents))[i])),
                      f'<span class="neg">{wtxt}</span>' if neg else wtxt,
-                     _e(_num((weights.get("n_moves") or [None] * len(agents))[i], 0))])
+                     _e(num((weights.get("n_moves") or [None] * len(agents))[i], 0))])
     return _table(["agent", "reliability r_i", "prior mean μ_i", "weight", "moves"], rows)
 
 
-def _dataset_section(block: dict, anchor: str) -> str:
+def _dataset_section(block: dict, anchor: str, figure: Figure) -> str:
     parts = [f'<section id="{_e(anchor)}"><h2>{_e(block.get("title", block.get("name")))}</h2>']
     facts = (f"{block.get('n_tasks')} tasks ({block.get('n_labeled')} with gold), "
              f"{block.get('n_agents')} agents, K = {block.get('K')} candidates; every arm on the "
@@ -673,7 +359,7 @@ def _dataset_section(block: dict, anchor: str) -> str:
         adv = setup.get("adversaries") or {}
         text = (f"simulate_council: {setup.get('n_questions')} questions × "
                 f"{setup.get('seeds_per_question')} seeds, seat reliabilities "
-                f"{', '.join(_num(v, 2) for v in setup.get('reliabilities') or [])}; coalition "
+                f"{', '.join(num(v, 2) for v in setup.get('reliabilities') or [])}; coalition "
                 + ", ".join(f"{a} (complies on {_pct(p, 0)} of tasks)" for a, p in adv.items())
                 + ", arguing one shared wrong answer (the question's distractor), with contagion "
                   "of the honest seats.")
@@ -683,10 +369,10 @@ def _dataset_section(block: dict, anchor: str) -> str:
         parts.append("<h3>The coalition</h3>")
         parts.append(_table(["compliance", "genuine-seat flip rate", "effective corrupted share",
                              "nominal share", "attacked tasks"],
-                            [[_e(_num(coal.get("compliance"))),
-                              _e(_num(coal.get("genuine_flip_rate"))),
-                              _e(_num(coal.get("effective_corrupted_fraction"))),
-                              _e(_num(coal.get("nominal_fraction"))),
+                            [[_e(num(coal.get("compliance"))),
+                              _e(num(coal.get("genuine_flip_rate"))),
+                              _e(num(coal.get("effective_corrupted_fraction"))),
+                              _e(num(coal.get("nominal_fraction"))),
                               _e(coal.get("attacked_tasks"))]], left=0))
     parts.append("<h3>Accuracy, calibration and Brier score per arm</h3>")
     table, notes = _metrics_table(block)
@@ -697,7 +383,7 @@ def _dataset_section(block: dict, anchor: str) -> str:
     parts.append("<h3>Reliability diagrams</h3><div class=\"grid\">")
     for a in block["arms"]:
         if a.get("bins"):
-            parts.append(f"<figure>{_img(_fig_reliability(a), 'reliability diagram of ' + a['arm'])}"
+            parts.append(f"<figure>{_img(figure("reliability", a), 'reliability diagram of ' + a['arm'])}"
                          f"<figcaption>{_bin_counts(a['bins'])}</figcaption></figure>")
     parts.append("</div><p class=\"meta\">Bars: accuracy per equal-width confidence bin, the "
                  "number above each bar its task count (darker = more tasks); red dots: mean "
@@ -706,7 +392,7 @@ def _dataset_section(block: dict, anchor: str) -> str:
     if isinstance(weights, dict) and weights.get("agents"):
         hp = weights.get("hyperparameters") or {}
         parts.append("<h3>Per-agent reliabilities and evidence weights</h3>")
-        parts.append(f"<figure>{_img(_fig_weights(weights, sort=len(weights['agents']) > 8), 'per-agent weights')}"
+        parts.append(f"<figure>{_img(figure("weights", weights, len(weights['agents']) > 8), 'per-agent weights')}"
                      "<figcaption>BDA per-agent (Eq. 3) fitted on every labeled task; prior "
                      f"hyperparameters {_e(', '.join(f'{k}={v}' for k, v in hp.items()))} from "
                      f"{_e(weights.get('hyperparameters_from', 'the fit'))}. "
@@ -716,7 +402,7 @@ def _dataset_section(block: dict, anchor: str) -> str:
                      "endorsements as evidence <i>against</i> the answer (with κ &gt; 0 the prior "
                      "is centred on the pool, so an agent far below the pool's mean reliability "
                      "is inverted).</figcaption></figure>")
-        n_neg = sum(1 for v in weights.get("weight") or [] if _is_number(v) and v < 0)
+        n_neg = sum(1 for v in weights.get("weight") or [] if is_number(v) and v < 0)
         parts.append(f'<p class="meta">{_e(n_neg)} of {_e(len(weights["agents"]))} agents have a '
                      "negative weight.</p>")
         if len(weights["agents"]) <= 12:
@@ -725,11 +411,11 @@ def _dataset_section(block: dict, anchor: str) -> str:
     return "".join(parts)
 
 
-def _dose_section(dose: dict) -> str:
+def _dose_section(dose: dict, figure: Figure) -> str:
     parts = ['<section id="dose"><h2>Dose–response under count-level corruption</h2>',
              f'<p class="meta">{_e(dose.get("setup", ""))}. {_e(dose.get("n_tasks"))} traces; '
              "[BDA] Appendix F.3, Table 12 (small grid).</p>",
-             f"<figure>{_img(_fig_dose(dose), 'dose-response curves')}</figure>"]
+             f"<figure>{_img(figure("dose", dose), 'dose-response curves')}</figure>"]
     p_grid = list(dose.get("p_grid") or sorted({r["p_wrong"] for r in dose["rows"]}))
     rows = []
     seen = []
@@ -740,40 +426,40 @@ def _dose_section(dose: dict) -> str:
     for regime, arm in seen:
         vals = {r["p_wrong"]: r.get("accuracy") for r in dose["rows"]
                 if r["regime"] == regime and r["arm"] == arm}
-        rows.append([_e(regime), _e(arm)] + [_e(_num(vals.get(p))) for p in p_grid])
+        rows.append([_e(regime), _e(arm)] + [_e(num(vals.get(p))) for p in p_grid])
     parts.append("<h3>Accuracy</h3>")
     parts.append(_table(["regime", "arm"] + [f"p={p:g}" for p in p_grid], rows, left=2))
     parts.append("</section>")
     return "".join(parts)
 
 
-def _sleeper_section(sl: dict) -> str:
+def _sleeper_section(sl: dict, figure: Figure) -> str:
     parts = ['<section id="sleeper"><h2>Sleeper coalition and the row-drift monitor</h2>',
              f'<p class="meta">{_e(sl.get("setup", ""))}. Reliabilities '
              f'{_e(sl.get("reliabilities"))}, compliance {_e(sl.get("compliance"))}; windows '
              f'{_e(json.dumps(sl.get("n_tasks")))}. [BDA] Appendix F.8, F.13.</p>',
-             f"<figure>{_img(_fig_sleeper(sl), 'sleeper curves and drift ratio')}</figure>"]
+             f"<figure>{_img(figure("sleeper", sl), 'sleeper curves and drift ratio')}</figure>"]
     arms = list(sl.get("arms") or dict.fromkeys(r["arm"] for r in sl["table"]))
     fs = sorted({r["f"] for r in sl["table"]})
-    seats = _seat_ratios(sl)
+    seats = seat_ratios(sl)
     rows = []
     for f in fs:
         rs = {r["arm"]: r for r in sl["table"] if r["f"] == f}
         any_r = next(iter(rs.values()))
-        per_seat = seats.get(_f(f), {})
+        per_seat = seats.get(as_float(f), {})
         top = max(per_seat.items(), key=lambda kv: kv[1][0] if math.isfinite(kv[1][0])
                   else -math.inf, default=None)
-        rows.append([_e(f"{f:g}")] + [_e(_num(rs[a].get("accuracy"))) if a in rs else "—"
+        rows.append([_e(f"{f:g}")] + [_e(num(rs[a].get("accuracy"))) if a in rs else "—"
                                       for a in arms]
-                    + [_e(_num(any_r.get("drift"))), _e(_num(any_r.get("floor"))),
-                       _e(_num(any_r.get("drift_ratio"), 2))]
-                    + ([_e(f"{_num(top[1][0], 2)} ({top[0]})") if top else "—"] if seats else [])
+                    + [_e(num(any_r.get("drift"))), _e(num(any_r.get("floor"))),
+                       _e(num(any_r.get("drift_ratio"), 2))]
+                    + ([_e(f"{num(top[1][0], 2)} ({top[0]})") if top else "—"] if seats else [])
                     + ["yes" if any_r.get("alarm") else "no"])
     head = (["f"] + [f"{a} acc" for a in arms] + ["mean drift", "mean noise floor", "mean ratio"]
             + (["largest seat ratio (seat)"] if seats else []) + ["alarm (any seat)"])
     parts.append(_table(head, rows))
     parts.append(f'<p class="meta">The alarm fires when any seat\'s drift exceeds '
-                 f'{_e(_num(sl.get("factor", 2.0), 1))} × its own noise floor, i.e. when the '
+                 f'{_e(num(sl.get("factor", 2.0), 1))} × its own noise floor, i.e. when the '
                  "largest seat ratio crosses the dashed line in the figure; the mean columns "
                  "average over seats ([BDA] Appendix F.13's single monitoring number) and can "
                  "stay below the line while one seat alarms.</p>")
@@ -793,11 +479,11 @@ def _partition_rows(rep: dict) -> list:
 def _gap_text(gap: dict) -> str:
     if not isinstance(gap, dict) or "gap" not in gap:
         return "—"
-    return (f"{100 * _f(gap.get('gap')):+.1f} pp [{100 * _f(gap.get('low')):+.1f}, "
-            f"{100 * _f(gap.get('high')):+.1f}]")
+    return (f"{100 * as_float(gap.get('gap')):+.1f} pp [{100 * as_float(gap.get('low')):+.1f}, "
+            f"{100 * as_float(gap.get('high')):+.1f}]")
 
 
-def _dase_section(dase: dict) -> str:
+def _dase_section(dase: dict, figure: Figure) -> str:
     parts = ['<section id="dase"><h2>DASE stopping: replay of the released logs</h2>',
              f'<p class="meta">{_e(dase.get("source", ""))}. [DASE]\'s spatial arena walks x by the '
              "round's evidence score g; the right wall (+W) dispatches the round's plurality, the "
@@ -820,20 +506,20 @@ def _dase_section(dase: dict) -> str:
                 for rep in ex["replays"]]
         parts.append(_table(["replay", "routing gap: dispatched − rest [95% CI]",
                              "coverage"], gaps))
-        parts.append(f"<figure>{_img(_fig_partition(ex), 'stop partition of ' + str(ex.get('name')))}"
+        parts.append(f"<figure>{_img(figure("partition", ex), 'stop partition of ' + str(ex.get('name')))}"
                      "<figcaption>Stop partition: where each problem committed, and whether the "
                      "committed answer is right.</figcaption></figure>")
         rep0 = ex["replays"][0] if ex["replays"] else None
         if rep0 and rep0.get("records"):
             picks = pick_trajectories(rep0["records"], n_traj)
-            parts.append(f"<figure>{_img(_fig_dase_traj(picks, W), 'evidence trajectories')}"
+            parts.append(f"<figure>{_img(figure("trajectories", picks, W), 'evidence trajectories')}"
                          "<figcaption>Evidence score g per round (left) and arena position x "
                          f"(right) for {len(picks)} problems (replay with empty_g = "
                          f"{_e(rep0.get('empty_g'))}); ✓ correct, ✗ wrong commit.</figcaption>"
                          "</figure>")
             trows = [[_e(r.get("idx")), _e(r.get("commit")), _e(r.get("answer")),
                       _e(r.get("gold")), "✓" if r.get("correct") else "✗", _e(r.get("steps")),
-                      _e(" ".join(_num(v, 2) for v in r.get("g") or []))] for r in picks]
+                      _e(" ".join(num(v, 2) for v in r.get("g") or []))] for r in picks]
             parts.append(_table(["problem", "commit", "answer", "gold", "", "rounds",
                                  "g per round"], [r[:-1] + [(r[-1], "l")] for r in trows],
                                 left=1))
@@ -844,7 +530,7 @@ def _dase_section(dase: dict) -> str:
                 part = r.get("partition") or {}
                 disp = part.get("right_wall") or {}
                 overall = part.get("overall") or {}
-                rrows.append([_e(f"W = {r.get('W')}"), _e(_num(r.get("mean_steps"), 1)),
+                rrows.append([_e(f"W = {r.get('W')}"), _e(num(r.get("mean_steps"), 1)),
                               _e(f"{disp.get('n', 0)} ({_pct(disp.get('accuracy'))})"),
                               _e(_pct(overall.get("accuracy"))),
                               _e(_gap_text(r.get("routing_gap")))])
@@ -874,21 +560,22 @@ def _header(results: dict) -> str:
             f"<br>{_e(envs)}</p></header>")
 
 
-def _html(results: dict) -> str:
+def _html(results: dict, figure: Figure) -> str:
+    """The page of ``results``; ``figure(kind, *args)`` gives each figure's data URI."""
     sections, toc = [], []
     for name, block in (results.get("datasets") or {}).items():
         anchor = f"ds-{name}"
         toc.append((anchor, block.get("title", name)))
-        sections.append(_dataset_section(block, anchor))
+        sections.append(_dataset_section(block, anchor, figure))
     if results.get("dose_response"):
         toc.append(("dose", "Dose–response"))
-        sections.append(_dose_section(results["dose_response"]))
+        sections.append(_dose_section(results["dose_response"], figure))
     if results.get("sleeper"):
         toc.append(("sleeper", "Sleeper coalition and drift monitor"))
-        sections.append(_sleeper_section(results["sleeper"]))
+        sections.append(_sleeper_section(results["sleeper"], figure))
     if results.get("dase"):
         toc.append(("dase", "DASE stopping replay"))
-        sections.append(_dase_section(results["dase"]))
+        sections.append(_dase_section(results["dase"], figure))
     nav = "<nav><ul>" + "".join(f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t in toc) \
           + "</ul></nav>"
     intro = ("<p>Calibrated probabilities from multi-agent deliberation records (Bayesian "
@@ -907,18 +594,36 @@ def _html(results: dict) -> str:
             f"{''.join(sections)}{footer}</main></body></html>\n")
 
 
-def render_report(results: dict, out_dir) -> Path:
+def queue_figures(results: dict, figures: FigureRenderer) -> None:
+    """Hand every figure of ``results`` -- a whole results dict, or part of one (say
+    ``{"dose_response": ...}``, in its strict-JSON form) -- to ``figures``' workers, so that a
+    later :func:`render_report` with the same ``figures`` finds them drawn."""
+    def submit(kind, *args) -> str:
+        figures.submit(kind, *args)
+        return ""
+
+    _html(results, submit)
+
+
+def render_report(results: dict, out_dir, *, figures: FigureRenderer | None = None) -> Path:
     """Write ``out_dir/index.html`` (atomically) from demo results; return its path.
 
     ``results``: the dict :func:`~bda_jax.report.run_demo` returns (or
     :func:`load_results` reads). It is validated first (:class:`~bda_jax.ArtifactError`).
+    ``figures``: a :class:`~bda_jax.report.FigureRenderer` that may already hold the figures
+    (:func:`queue_figures`); without one, the figures are drawn by this process and
+    :func:`~bda_jax.report.auto_figure_workers` background processes together. The page is the
+    same bytes either way.
     """
     validate_results(results)
+    if figures is None:
+        with FigureRenderer() as own:
+            queue_figures(results, own)
+            page = _html(results, own)
+    else:
+        page = _html(results, figures)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    page = _html(results)
     path = out / "index.html"
     atomic_write(path, lambda h: h.write(page), suffix=".html")
     return path
-
-

@@ -32,8 +32,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .._core.errors import DataError
-from .._core.normalize import default_normalizer
-from .._core.traces import Move, Trace
+from .._core.normalize import default_normalizer, normalize_id
+from .._core.traces import Move, Trace, mark_field_checked
 
 __all__ = ["Behavior", "simulate_council", "seat_intercepts", "default_labels"]
 
@@ -392,7 +392,10 @@ def simulate_council(seed: int, n_questions: int, reliabilities: Sequence[float]
 
 def _build(Q, S, R, I, K, gold, distractor, coalition, easiness, active, force, seat_of, answer,
            target, conf, labels, names, metadata):
-    """Turn the move arrays into Trace objects (the one per-task Python loop)."""
+    """Turn the move arrays into Trace objects (the one per-task Python loop). With canonical
+    agent names (``normalize_id`` leaves them as they are) every field is already in its parsed
+    form (ids, rounds, forces, candidate answers and confidences made here), so the traces are
+    marked field-checked: resolving them runs the automaton without re-parsing each one."""
     M = R * I
     ids = [f"m{j + 1}" for j in range(M)]
     rounds = [j // I for j in range(M)]
@@ -400,6 +403,7 @@ def _build(Q, S, R, I, K, gold, distractor, coalition, easiness, active, force, 
     tgt_l, conf_l = target.tolist(), conf.tolist()
     K_l, gold_l = K.tolist(), gold.tolist()
     difficulty = np.round(-easiness, 6).tolist()
+    checked = all(normalize_id(n) == n for n in names)
     traces = []
     for t in range(Q * S):
         q, s = divmod(t, S)
@@ -417,6 +421,6 @@ def _build(Q, S, R, I, K, gold, distractor, coalition, easiness, active, force, 
                              "distractor": cands[int(distractor[t])],
                              "coalition": cands[int(coalition[t])],
                              "active": [names[i] for i in np.flatnonzero(active[t])]}}
-        traces.append(Trace(f"q{q}-s{s}", tuple(moves), cands, cands[gold_l[t]], f"q{q}",
-                            extra=extra))
+        trace = Trace(f"q{q}-s{s}", tuple(moves), cands, cands[gold_l[t]], f"q{q}", extra=extra)
+        traces.append(mark_field_checked(trace) if checked else trace)
     return traces

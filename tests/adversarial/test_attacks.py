@@ -107,6 +107,19 @@ def test_admissible_and_meaning_preserved(multi, mode, k, p, target):
         bda.tally(new)
 
 
+def test_outputs_resolve_like_their_json():
+    """Simulated traces and their corruptions skip the field re-parse when their fields are
+    canonical: each resolves exactly as its JSON read back does (agent names that are not
+    canonical, " A" and fullwidth "Ｃ", take the parse path and come out canonical too)."""
+    sets = [simulate_council(3, 30, RELS + [0.6], n_candidates=(2, 5), adversaries={1: 0.5}),
+            simulate_council(1, 20, RELS, agent_names=[" A", "B", "Ｃ"]), random_traces(3, 60)]
+    for traces in sets:
+        for t in list(traces) + corrupt_traces(traces, 0.7, k=2, seed=1, mode="rotating"):
+            again = bda.parse_trace(json.loads(json.dumps(t.to_json())))
+            assert bda.resolve_trace(t) == bda.resolve_trace(again)
+    assert {m.agent for t in sets[1] for m in bda.resolve_trace(t).admissible} == {"A", "B", "C"}
+
+
 def test_p_zero_is_identity_and_k_zero(binary):
     for kw in ({"p_wrong": 0.0, "k": 2}, {"p_wrong": 1.0, "k": 0}):
         new = corrupt_traces(binary, **kw)
@@ -201,6 +214,9 @@ def test_errors(binary):
         corrupt_traces(binary, 0.5, target="gold")
     with pytest.raises(bda.DataError):
         corrupt_traces(binary, 0.5, seats=["nobody"])
+    for bad in ("", " ", "$$", 3):
+        with pytest.raises(bda.DataError, match="fallback_answer"):
+            corrupt_traces(binary, 0.5, fallback_answer=bad)
     unlabeled = [bda.Trace("q", (bda.Move("m1", "a", 0, "propose", "x"),))]
     with pytest.raises(bda.DataError):
         corrupt_traces(unlabeled, 0.5)

@@ -15,8 +15,9 @@ import subprocess
 import pytest
 
 from bda_jax import ArtifactError
-from bda_jax.report import (RESULTS_KIND, SCHEMA_VERSION, load_results, render_report,
-                            validate_evaluation, validate_results)
+from bda_jax import DataError
+from bda_jax.report import (FIGURES, RESULTS_KIND, SCHEMA_VERSION, FigureRenderer, load_results,
+                            queue_figures, render_report, validate_evaluation, validate_results)
 
 EVIL = '<script>alert("x")</script>&'
 
@@ -165,7 +166,7 @@ def test_load_results_names_the_bad_field(tmp_path, mutate, field):
     assert err.value.field == field and err.value.file == str(path)
     with pytest.raises(ArtifactError):
         render_report(res, tmp_path / "never")
-    assert not (tmp_path / "never" / "index.html").exists()
+    assert not (tmp_path / "never").exists()
 
 
 def test_load_results_unreadable(tmp_path):
@@ -320,7 +321,7 @@ def test_edited_demo_results_name_the_bad_field(tmp_path, path, value):
     assert err.value.field == _field(path) and err.value.file == str(bad), err.value
     with pytest.raises(ArtifactError):
         render_report(res, tmp_path / "never")
-    assert not (tmp_path / "never" / "index.html").exists()
+    assert not (tmp_path / "never").exists()
 
 
 def test_bda_report_answers_a_bad_field_with_exit_2(evaluation_doc, tmp_path):
@@ -400,7 +401,8 @@ def test_user_strings_in_figures_are_plain_text(tmp_path, monkeypatch):
     for r in replay["records"]:
         r["commit"], r["idx"] = MATH, TEX
     seen = _spy_mathtext(monkeypatch)
-    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    with FigureRenderer(0) as here:             # drawn in this process, where the spy is
+        page = render_report(res, tmp_path, figures=here).read_text(encoding="utf-8")
     assert len(_images(page)) == 6
     assert not [s for s in seen if "frac" in s or "x^2" in s], seen
     assert r"$\frac{$ [/bold]" in page and "$x^2$" in page           # shown as typed
@@ -417,6 +419,71 @@ def test_council_plots_draw_arm_names_as_plain_text(tmp_path, monkeypatch):
                                                                          "dase" + TEX)]
     assert os.path.getsize(plot_comparison(rows, tmp_path / "compare.png")) > 0
     assert not [s for s in seen if "frac" in s or "x^2" in s], seen
+
+
+# --------------------------------------------------------------------------- figure workers
+
+def _figure_workers() -> list[int]:
+    """Process ids of this process's figure workers (Linux /proc)."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    return [p for p in pids if b"_figures.serve" in open(f"/proc/{p}/cmdline", "rb").read()]
+
+
+@pytest.fixture(scope="module")
+def page_drawn_here(tmp_path_factory):
+    """tiny_results' page with every figure drawn in this process."""
+    with FigureRenderer(0) as here:
+        return render_report(tiny_results(), tmp_path_factory.mktemp("here"),
+                             figures=here).read_bytes()
+
+
+def test_figure_workers_draw_the_same_page(page_drawn_here, tmp_path, monkeypatch):
+    """A page drawn by workers (all figures handed over first, as the demo does section by
+    section; or render_report's own workers, the caller drawing alongside) is byte-identical to
+    one drawn in this process; a user's matplotlib style changes neither."""
+    import matplotlib
+
+    res, page = tiny_results(), page_drawn_here
+    with FigureRenderer(1) as there:
+        for name in ("dose_response", "sleeper", "dase"):     # one section at a time
+            queue_figures({name: res[name]}, there)
+        queue_figures(res, there)                             # the rest, none twice
+        assert render_report(res, tmp_path / "there", figures=there).read_bytes() == page
+    monkeypatch.setenv("BDA_JAX_FIGURE_WORKERS", "2")
+    monkeypatch.setitem(matplotlib.rcParams, "font.size", 23.0)
+    monkeypatch.setitem(matplotlib.rcParams, "lines.linewidth", 9.0)
+    assert render_report(res, tmp_path / "auto").read_bytes() == page
+    assert _images(page.decode()) and set(FIGURES) == {"reliability", "weights", "dose",
+                                                       "sleeper", "trajectories", "partition"}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads /proc (Linux)")
+def test_a_stopped_or_failing_worker_leaves_its_figure_to_the_caller(page_drawn_here, tmp_path):
+    res, page = tiny_results(), page_drawn_here
+    with FigureRenderer(1) as there:
+        (pid,) = _figure_workers()
+        os.kill(pid, 9)                        # killed before or while drawing
+        queue_figures(res, there)
+        assert render_report(res, tmp_path / "there", figures=there).read_bytes() == page
+    assert not _figure_workers()               # ended with the renderer
+    bad = {"rows": [{"regime": "r", "arm": "a"}]}       # no p_wrong: the figure raises
+    with FigureRenderer(1) as there:
+        there.submit("dose", bad)
+        with pytest.raises(KeyError, match="p_wrong"):  # the caller's own error, not a reply
+            there("dose", bad)
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1.5"])
+def test_figure_workers_setting_is_checked(value, monkeypatch, tmp_path):
+    monkeypatch.setenv("BDA_JAX_FIGURE_WORKERS", value)
+    with pytest.raises(DataError, match="BDA_JAX_FIGURE_WORKERS"):
+        render_report(tiny_results(), tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(DataError, match="workers"):
+        FigureRenderer(-1)
 
 
 # --------------------------------------------------------------------------- headless browser
@@ -599,7 +666,8 @@ def test_sleeper_figure_plots_the_alarm_statistic(tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", plot)
     res = tiny_results()
-    page = render_report(res, tmp_path).read_text(encoding="utf-8")
+    with FigureRenderer(0) as here:             # drawn in this process, where the spy is
+        page = render_report(res, tmp_path, figures=here).read_text(encoding="utf-8")
     largest = [max(m["ratio"]) for m in res["sleeper"]["monitor"]]
     assert largest == [1.1, 3.1, 7.0]
     assert ("largest seat ratio", largest) in plotted         # not the mean over seats
