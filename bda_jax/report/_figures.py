@@ -367,6 +367,10 @@ from bda_jax.report import _figures
 _figures.serve()
 """
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: While it waits for a worker, the caller draws a queued figure itself once matplotlib is
+#: loaded here, or when at least this many wait: loading matplotlib costs about as much as
+#: drawing a few figures (the demo's last one or two are left to the worker).
+_STEAL_QUEUED = 4
 #: a worker does no linear algebra: one BLAS / OpenMP thread
 _WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "MPLBACKEND": "Agg"}
@@ -429,10 +433,11 @@ class FigureRenderer:
 
     :meth:`submit` queues a figure and returns at once; calling the renderer,
     ``renderer(kind, *args)``, returns its data URI: the worker's, once drawn, else drawn here
-    (a figure never submitted, one still queued, or one whose worker failed or stopped). While
-    it waits for a worker, the caller draws the figures queued last itself, so a report is
-    drawn by every process at once. Use it as a context manager (or :meth:`close` it): the
-    workers end with it.
+    (a figure never submitted, or one whose worker failed or stopped). While it waits for a
+    worker, the caller draws the figures queued last itself, so a report is drawn by every
+    process at once -- once matplotlib is loaded in the caller, or when enough figures wait
+    (:data:`_STEAL_QUEUED`); else the figure it waits for goes first in the queue. Use it as a
+    context manager (or :meth:`close` it): the workers end with it.
     """
 
     def __init__(self, workers: int | None = None):
@@ -515,21 +520,27 @@ class FigureRenderer:
         key = self._key(kind, args)
         while True:
             with self._cond:
-                if self._done.get(key) is not None:
-                    return self._done[key]
-                if key in self._done or key not in self._sent:
-                    mine = (kind, args)             # failed, queued or never submitted
-                    self._queue = collections.deque(j for j in self._queue if j[0] != key)
-                    break
-                if self._queue:                     # a worker draws ours: draw the last one
-                    other, o_kind, o_args = self._queue.pop()
-                else:
+                uri = self._done.get(key)
+                if uri is not None:
+                    return uri
+                queued = next((j for j in self._queue if j[0] == key), None)
+                if key in self._done or (queued is None and key not in self._sent) \
+                        or not any(w.alive for w in self._workers):
+                    break                           # failed, never handed over, or no worker
+                steal = "matplotlib.figure" in sys.modules or len(self._queue) >= _STEAL_QUEUED
+                if queued is not None:
+                    self._queue.remove(queued)
+                    if steal:
+                        break                       # draw it here
+                    self._queue.appendleft(queued)  # the next figure a worker takes
+                if not (steal and self._queue):
                     self._cond.wait()
                     continue
+                other, o_kind, o_args = self._queue.pop()   # draw the last one meanwhile
             uri = render_figure(o_kind, o_args)
             with self._cond:
                 self._done[other] = uri
-        return render_figure(*mine)
+        return render_figure(kind, args)
 
     def close(self) -> None:
         """End the workers (an idle one at the end of its stdin; a drawing one is killed)."""
