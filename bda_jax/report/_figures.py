@@ -383,7 +383,7 @@ def auto_figure_workers() -> int:
     CPU, where the caller draws every figure."""
     env = os.environ.get(WORKERS_ENV, "").strip()
     if env:
-        if not env.isdigit():
+        if not (env.isascii() and env.isdigit()):
             from .._core.errors import DataError         # here: workers never import JAX
             raise DataError(f"{WORKERS_ENV} must be an integer >= 0, got {env!r}",
                             field=WORKERS_ENV)
