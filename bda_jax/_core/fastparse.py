@@ -60,6 +60,7 @@ from .io import decode_json_line, gc_paused
 from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
 if TYPE_CHECKING:
     from .counts import ResolvedBlock
+from .workers import PACKAGE_DIR, WORKER_THREADS, usable_cpus
 from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, lazy_traces,
                      moves_from_columns, resolve_trace)
 
@@ -1142,10 +1143,7 @@ def auto_workers(size: int) -> int:
             raise DataError(f"{WORKERS_ENV} must be a positive integer, got {env!r}",
                             field=WORKERS_ENV)
     else:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:                 # not Linux
-            cpus = os.cpu_count() or 1
+        cpus = usable_cpus()
         cap = min(cpus + 1, MAX_AUTO_WORKERS) if cpus > 1 else 1
     return max(1, min(cap, size // MIN_BYTES_PER_WORKER))
 
@@ -1246,10 +1244,6 @@ sys.modules["bda_jax"] = importlib.util.module_from_spec(spec)   # not run: no J
 from bda_jax._core import fastparse
 fastparse._serve(sys.argv[2])
 """
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: A worker does no linear algebra: one BLAS / OpenMP thread, so that importing NumPy does not
-#: start a pool of them (a third of a worker's start-up CPU on a 2-core machine).
-_WORKER_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _utf8(text: str) -> bool:
@@ -1479,11 +1473,11 @@ def _start_workers(n: int, config: bytes) -> list:
     """``n`` worker processes (:func:`_serve`), each with a :class:`_Replies` reader as
     ``replies``."""
     procs = []
-    env = dict(os.environ, **_WORKER_THREADS)
+    env = dict(os.environ, **WORKER_THREADS)
     try:
         for _ in range(n):
             procs.append(subprocess.Popen(
-                [sys.executable, "-P", "-c", _BOOT, _PACKAGE_DIR, config.decode()],
+                [sys.executable, "-P", "-c", _BOOT, PACKAGE_DIR, config.decode()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
             try:                  # fewer hand-overs per reply (Linux; else the default pipe)
                 import fcntl

@@ -575,10 +575,9 @@ def _sections(out: Path, cfg: dict, inputs: dict, cache, reset, progress: bool,
         for name, fn in (("bluebirds", _bluebirds), ("council", _council), ("dose", _dose),
                          ("sleeper", _sleeper), ("dase", _dase)):
             t0 = time.perf_counter()
-            sections[name] = fn(cells, cfg, inputs)
+            part = sections[name] = strict_json(fn(cells, cfg, inputs))
             timings[name] = round(time.perf_counter() - t0, 2)
             key = _RESULTS_KEY[name]
-            part = strict_json(sections[name])
             queue_figures({"datasets": {name: part}} if key == "datasets" else {key: part},
                           figures)
         bar.update(task, description="done")

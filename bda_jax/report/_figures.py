@@ -27,6 +27,7 @@ import sys
 import threading
 from typing import Sequence
 
+from .._core.workers import PACKAGE_DIR, WORKER_THREADS, usable_cpus
 from ._format import as_float, constant_confidence, is_number, num
 
 __all__ = ["FIGURES", "FigureRenderer", "render_figure", "seat_ratios", "auto_figure_workers",
@@ -366,14 +367,11 @@ for name, folder in (("bda_jax", root), ("bda_jax.report", root + "/report")):
 from bda_jax.report import _figures
 _figures.serve()
 """
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: While it waits for a worker, the caller draws a queued figure itself once matplotlib is
 #: loaded here, or when at least this many wait: loading matplotlib costs about as much as
 #: drawing a few figures (the demo's last one or two are left to the worker).
 _STEAL_QUEUED = 4
-#: a worker does no linear algebra: one BLAS / OpenMP thread
-_WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "MPLBACKEND": "Agg"}
+_WORKER_ENV = {**WORKER_THREADS, "MPLBACKEND": "Agg"}
 
 
 def auto_figure_workers() -> int:
@@ -388,11 +386,7 @@ def auto_figure_workers() -> int:
             raise DataError(f"{WORKERS_ENV} must be an integer >= 0, got {env!r}",
                             field=WORKERS_ENV)
         return int(env)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:                  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(0, min(MAX_FIGURE_WORKERS, cpus - 1))
+    return max(0, min(MAX_FIGURE_WORKERS, usable_cpus() - 1))
 
 
 def serve() -> None:
@@ -418,7 +412,7 @@ class _Worker:
     """One worker process and the figure it is drawing (``busy``: a job key, or None)."""
 
     def __init__(self, renderer: "FigureRenderer"):
-        self.proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, _PACKAGE_DIR],
+        self.proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, PACKAGE_DIR],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **_WORKER_ENV))
         self.busy: str | None = None
