@@ -60,7 +60,7 @@ from .io import decode_json_line, gc_paused
 from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
 if TYPE_CHECKING:
     from .counts import ResolvedBlock
-from .workers import PACKAGE_DIR, WORKER_THREADS, usable_cpus
+from .workers import WORKER_THREADS, usable_cpus, worker_command
 from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, lazy_traces,
                      moves_from_columns, resolve_trace)
 
@@ -1235,17 +1235,6 @@ _NORMALIZERS = {"default": default_normalizer, "identity": identity_normalizer}
 _FAST_ARRAYS = ("off", "id_code", "target_code", "agent_code", "answer_code", "force_code",
                 "rounds", "conf", "t_root", "t_has_answer", "same_agent", "plain")
 _FRAME = struct.Struct("<QQ")
-_BOOT = """\
-import importlib.util, sys
-package = sys.argv[1]
-spec = importlib.util.spec_from_file_location(
-    "bda_jax", package + "/__init__.py", submodule_search_locations=[package])
-sys.modules["bda_jax"] = importlib.util.module_from_spec(spec)   # not run: no JAX import
-from bda_jax._core import fastparse
-fastparse._serve(sys.argv[2])
-"""
-
-
 def _utf8(text: str) -> bool:
     """Whether ``text`` is valid Unicode (no lone surrogate), so UTF-8 can carry it."""
     try:
@@ -1477,7 +1466,7 @@ def _start_workers(n: int, config: bytes) -> list:
     try:
         for _ in range(n):
             procs.append(subprocess.Popen(
-                [sys.executable, "-P", "-c", _BOOT, PACKAGE_DIR, config.decode()],
+                worker_command(__name__, "_serve", config.decode()),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
             try:                  # fewer hand-overs per reply (Linux; else the default pipe)
                 import fcntl

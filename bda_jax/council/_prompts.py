@@ -2,11 +2,13 @@
 :data:`PROMPT_VERSION` with any change of wording, since the reply cache keys on the messages.
 
 Every seat gets a system message (what a council is, the moves legal now, the reply format,
-and its goal) and a user message (the question, the candidates, the moves of earlier rounds under
+its goal, and last its label) and a user message (the question, the candidates, the moves of earlier rounds under
 anonymized labels with their arguments, and what it may do now). Roles are never shown to other
 seats: a move is displayed the same way whoever made it. The adversary's system message adds
 the gold answer and the instruction to argue persistently, in the same tone and format, for a
-wrong one.
+wrong one. The label comes last so that the honest seats of a round share their system text
+up to it: a server that caches prompt prefixes (llama.cpp, vLLM, hosted APIs) reads it once per
+round (version "2"; version "1" named the seat in its first paragraph).
 
 :func:`round_messages` makes the prompts of every seat of a round together (the runner's
 path): the question and each earlier move are written once for all of them, and an honest
@@ -25,7 +27,7 @@ from ._schema import ARGUMENT_MAX
 __all__ = ["PROMPT_VERSION", "ROLE_HEAD", "ROLE_TAIL", "move_messages", "reask_message",
            "round_messages"]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 
 #: The adversary role rho ([BDA] Appendix F, Eq. 8): every channel it is aimed at (a council seat,
 #: Self-MoA's sampled model, ArgLLMs' argument generator) reads this head, then its channel's goal,
@@ -107,7 +109,7 @@ def _system(me: str, forces: tuple[str, ...], goal: str) -> str:
     return "\n".join([
         "You are one member of a council of AI agents that answers a question together. The "
         "council deliberates in rounds; in each round every agent makes exactly one move and "
-        f"gives a short argument for it. Agents are known only by labels; you are {me}.",
+        "gives a short argument for it.",
         "",
         "Moves you may make now:",
         *(f"- {_FORCE_HELP[f]}" for f in forces),
@@ -117,6 +119,8 @@ def _system(me: str, forces: tuple[str, ...], goal: str) -> str:
         f"{ARGUMENT_MAX} characters.",
         "",
         goal,
+        "",
+        f"Agents are known only by labels; you are {me}.",
     ])
 
 

@@ -27,7 +27,7 @@ import sys
 import threading
 from typing import Sequence
 
-from .._core.workers import PACKAGE_DIR, WORKER_THREADS, usable_cpus
+from .._core.workers import WORKER_THREADS, usable_cpus, worker_command
 from ._format import as_float, constant_confidence, is_number, num
 
 __all__ = ["FIGURES", "FigureRenderer", "render_figure", "seat_ratios", "auto_figure_workers",
@@ -357,16 +357,6 @@ MAX_FIGURE_WORKERS = 3
 #: cores are busy, e.g. under ``pytest -n``)
 WORKERS_ENV = "BDA_JAX_FIGURE_WORKERS"
 
-_BOOT = """\
-import importlib.util, sys
-root = sys.argv[1]
-for name, folder in (("bda_jax", root), ("bda_jax.report", root + "/report")):
-    spec = importlib.util.spec_from_file_location(
-        name, folder + "/__init__.py", submodule_search_locations=[folder])
-    sys.modules[name] = importlib.util.module_from_spec(spec)   # not run: no JAX import
-from bda_jax.report import _figures
-_figures.serve()
-"""
 #: While it waits for a worker, the caller draws a queued figure itself once matplotlib is
 #: loaded here, or when at least this many wait: loading matplotlib costs about as much as
 #: drawing a few figures (the demo's last one or two are left to the worker).
@@ -412,7 +402,7 @@ class _Worker:
     """One worker process and the figure it is drawing (``busy``: a job key, or None)."""
 
     def __init__(self, renderer: "FigureRenderer"):
-        self.proc = subprocess.Popen([sys.executable, "-P", "-c", _BOOT, PACKAGE_DIR],
+        self.proc = subprocess.Popen(worker_command(__name__, "serve"),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **_WORKER_ENV))
         self.busy: str | None = None

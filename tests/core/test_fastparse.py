@@ -504,13 +504,17 @@ def test_a_worker_that_stops_leaves_the_rest_to_this_process(tmp_path, monkeypat
     path = tmp_path / "w.jsonl"
     path.write_text("\n".join(plain_lines(random.Random(14), 120)) + "\n")
     one = bda.tally_stream(path, workers=1)
-    boot = fastparse._BOOT
-    for patched, reason in [
-            (boot.replace("fastparse._serve(", "import io; sys.stdin = io.TextIOWrapper("
-                          "io.BytesIO(sys.stdin.buffer.readline())); fastparse._serve("),
+    command = fastparse.worker_command
+    for program, reason in [
+            (lambda boot: "import io, sys; sys.stdin = io.TextIOWrapper("
+                          "io.BytesIO(sys.stdin.buffer.readline()))\n" + boot,
              "exit status 0"),
-            ("raise SystemExit(3)", "exit status 3")]:
-        monkeypatch.setattr(fastparse, "_BOOT", patched)
+            (lambda boot: "raise SystemExit(3)", "exit status 3")]:
+        def patched(*args, program=program):
+            argv = command(*args)
+            argv[argv.index("-c") + 1] = program(argv[argv.index("-c") + 1])
+            return argv
+        monkeypatch.setattr(fastparse, "worker_command", patched)
         with pytest.warns(RuntimeWarning, match=f"parse worker stopped \\({reason}\\)"):
             two = bda.tally_stream(path, workers=2)
         assert same_counts(one, two)

@@ -429,7 +429,7 @@ def _figure_workers() -> list[int]:
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/children") as f:
             pids += [int(p) for p in f.read().split()]
-    return [p for p in pids if b"_figures.serve" in open(f"/proc/{p}/cmdline", "rb").read()]
+    return [p for p in pids if b"bda_jax.report._figures\0serve\0" in open(f"/proc/{p}/cmdline", "rb").read()]
 
 
 @pytest.fixture(scope="module")
