@@ -14,8 +14,10 @@ import numpy as np
 
 from .counts import Counts
 
-__all__ = ["BetaPrior", "gold_consistent", "labeled_count", "reliability", "prior_from_reliability",
-           "uniform_error_confusion", "fit_confusion", "class_log_prior", "labeled_weights"]
+__all__ = ["BetaPrior", "gold_consistent", "labeled_count", "reliability", "reliability_totals",
+           "reliability_from_totals", "prior_from_reliability", "uniform_error_confusion",
+           "fit_confusion", "confusion_totals", "confusion_from_totals", "class_log_prior",
+           "labeled_weights"]
 
 
 class BetaPrior(NamedTuple):
@@ -56,12 +58,25 @@ def reliability(counts: Counts, weights=None) -> jax.Array:
     informative moves, propose-only, round-0) is chosen by how ``counts`` was tallied
     (``tally(..., forces=("propose",))``, ``tally(..., max_round=0)``). An agent without any
     training move gets the mean reliability of the others (no evidence: the pooled value); if no
-    agent has one, 0.5.
+    agent has one, 0.5. It is :func:`reliability_from_totals` of :func:`reliability_totals`.
     """
+    return reliability_from_totals(*reliability_totals(counts, weights))
+
+
+def reliability_totals(counts: Counts, weights=None) -> tuple[jax.Array, jax.Array]:
+    """``(num, den)`` [I] each: the weighted sums over labeled tasks of the gold-consistent
+    counts c_i(g*) and of N_i (``weights`` [T] as in :func:`reliability`; default 1)."""
     w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
     w = w * labeled_weights(counts)
     num = jnp.einsum("t,ti->i", w, gold_consistent(counts).astype(jnp.float32))
-    den = jnp.einsum("t,ti->i", w, counts.N.astype(jnp.float32))
+    den = jnp.einsum("t,ti->i", w, jnp.asarray(counts.N).astype(jnp.float32))
+    return num, den
+
+
+def reliability_from_totals(num, den) -> jax.Array:
+    """r_i = num_i / den_i [I] ([BDA] §3, before Eq. 3) from :func:`reliability_totals` (or
+    totals updated label by label); an agent with ``den_i = 0`` gets the mean reliability of the
+    agents with one, 0.5 if none has. Jit- and vmap-friendly."""
     seen = den > 0
     r = jnp.where(seen, num / jnp.where(seen, den, 1.0), 0.0)
     pooled = jnp.where(seen.any(), jnp.sum(r * seen) / jnp.maximum(seen.sum(), 1), 0.5)
@@ -101,12 +116,25 @@ def fit_confusion(counts: Counts, lam, weights=None, diagonal: float = 0.6) -> j
     Appendix F.11); the aggregators record which in ``label_space_``. Tasks whose gold is not a
     candidate have no row and are left out.
     """
+    return confusion_from_totals(confusion_totals(counts, weights), lam, diagonal)
+
+
+def confusion_totals(counts: Counts, weights=None) -> jax.Array:
+    """n [I, K, K]: n_i(g, h), the weighted sum of c[t, i, h] over the training tasks with gold
+    g (``weights`` [T] as in :func:`fit_confusion`; tasks whose gold is not a candidate left
+    out)."""
     K = counts.e.shape[2]
+    gold = jnp.asarray(counts.gold)
     w = labeled_weights(counts) if weights is None else jnp.asarray(weights, jnp.float32)
-    w = w * (counts.gold >= 0)
-    onehot = jax.nn.one_hot(jnp.maximum(counts.gold, 0), K) * w[:, None]       # [T, K]
-    n = jnp.einsum("tg,tih->igh", onehot, counts.c.astype(jnp.float32))
-    m = uniform_error_confusion(K, diagonal)[None]
+    w = w * (gold >= 0)
+    onehot = jax.nn.one_hot(jnp.maximum(gold, 0), K) * w[:, None]       # [T, K]
+    return jnp.einsum("tg,tih->igh", onehot, jnp.asarray(counts.c).astype(jnp.float32))
+
+
+def confusion_from_totals(n, lam, diagonal: float = 0.6) -> jax.Array:
+    """[BDA] Eq. 4's rows from totals ``n`` [I, K, K] (:func:`confusion_totals`):
+    (lam m + n) / (lam + sum_h n), m the uniform-error confusion. Jit- and vmap-friendly."""
+    m = uniform_error_confusion(n.shape[-1], diagonal)[None]
     return (lam * m + n) / (lam + n.sum(-1, keepdims=True))
 
 

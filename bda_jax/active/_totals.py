@@ -26,8 +26,8 @@ import numpy as np
 
 from .._core.counts import Counts
 from .._core.errors import DataError
-from .._core.fitting import (gold_consistent, labeled_weights, prior_from_reliability,
-                             uniform_error_confusion)
+from .._core.fitting import (confusion_from_totals, confusion_totals, prior_from_reliability,
+                             reliability_from_totals, reliability_totals)
 from .._core.kernels import confusion_log_posterior, onecoin_log_posterior
 from .._core.selection import GRID_COLUMNS
 
@@ -92,20 +92,13 @@ def label_totals(counts: Counts, weights=None) -> LabelTotals:
     """The totals of the labeled tasks of ``counts`` (gold >= 0, or a gold that is not a
     candidate), each weighted by ``weights`` [T] (default 1).
 
-    Matches the library fits exactly: :func:`bda_jax.reliability` is
-    :func:`reliability_from_totals` of these totals, and :func:`bda_jax.fit_confusion` is
-    (lam m + n) / (lam + sum_h n). Tasks whose gold is not a candidate count in ``num`` / ``den``
+    The library fits are made of the same sums: :func:`bda_jax.reliability` is
+    :func:`reliability_from_totals` of ``(num, den)``, and :func:`bda_jax.fit_confusion` is
+    (lam m + n) / (lam + sum_h n) of ``n``. Tasks whose gold is not a candidate count in ``num`` / ``den``
     (every rejection is consistent) but have no confusion row, as in those fits.
     """
-    w = labeled_weights(counts)
-    if weights is not None:
-        w = w * jnp.asarray(weights, jnp.float32)
-    num = jnp.einsum("t,ti->i", w, gold_consistent(counts).astype(jnp.float32))
-    den = jnp.einsum("t,ti->i", w, jnp.asarray(counts.N).astype(jnp.float32))
-    K = counts.e.shape[2]
-    gold = jnp.asarray(counts.gold)
-    onehot = jax.nn.one_hot(jnp.maximum(gold, 0), K) * (w * (gold >= 0))[:, None]
-    n = jnp.einsum("tg,tih->igh", onehot, jnp.asarray(counts.c).astype(jnp.float32))
+    num, den = reliability_totals(counts, weights)
+    n = confusion_totals(counts, weights)
     return LabelTotals(num, den, n)
 
 
@@ -118,16 +111,6 @@ def add_label(totals: LabelTotals, c_t, N_t, q) -> LabelTotals:
                        totals.n + q[None, :, None] * c_t[:, None, :])
 
 
-def reliability_from_totals(num, den) -> jax.Array:
-    """r_i = num_i / den_i [I] ([BDA] §3, before Eq. 3); an agent without a labeled move gets the
-    mean reliability of the agents with one, 0.5 if none has (the rule of
-    :func:`bda_jax.reliability`)."""
-    seen = den > 0
-    r = jnp.where(seen, num / jnp.where(seen, den, 1.0), 0.0)
-    pooled = jnp.where(seen.any(), jnp.sum(r * seen) / jnp.maximum(seen.sum(), 1), 0.5)
-    return jnp.where(seen, r, pooled)
-
-
 def totals_log_posterior(arm: str, counts: Counts, totals: LabelTotals, theta, *,
                          table_size: int | None = None, counts_below: int | None = None):
     """Log-posteriors [T, K] of ``counts`` under the arm fitted on ``totals`` with the fixed
@@ -137,11 +120,7 @@ def totals_log_posterior(arm: str, counts: Counts, totals: LabelTotals, theta, *
     fit, not a sum over labeled tasks, and is left out of the refit. Jit- and vmap-friendly in
     ``totals`` and ``theta``."""
     if arm == "bda-confusion":
-        K = counts.e.shape[2]
-        m = uniform_error_confusion(K)[None]
-        lam, tau = theta[0], theta[1]
-        conf = (lam * m + totals.n) / (lam + totals.n.sum(-1, keepdims=True))
-        return confusion_log_posterior(counts, conf, tau)
+        return confusion_log_posterior(counts, confusion_from_totals(totals.n, theta[0]), theta[1])
     r = reliability_from_totals(totals.num, totals.den)
     prior = prior_from_reliability(r, theta[0], theta[1], theta[2])
     return onecoin_log_posterior(counts, prior.alpha, prior.beta, theta[3],
