@@ -1235,6 +1235,8 @@ _NORMALIZERS = {"default": default_normalizer, "identity": identity_normalizer}
 _FAST_ARRAYS = ("off", "id_code", "target_code", "agent_code", "answer_code", "force_code",
                 "rounds", "conf", "t_root", "t_has_answer", "same_agent", "plain")
 _FRAME = struct.Struct("<QQ")
+
+
 def _utf8(text: str) -> bool:
     """Whether ``text`` is valid Unicode (no lone surrogate), so UTF-8 can carry it."""
     try:

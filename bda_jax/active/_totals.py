@@ -94,8 +94,9 @@ def label_totals(counts: Counts, weights=None) -> LabelTotals:
 
     The library fits are made of the same sums: :func:`bda_jax.reliability` is
     :func:`reliability_from_totals` of ``(num, den)``, and :func:`bda_jax.fit_confusion` is
-    (lam m + n) / (lam + sum_h n) of ``n``. Tasks whose gold is not a candidate count in ``num`` / ``den``
-    (every rejection is consistent) but have no confusion row, as in those fits.
+    (lam m + n) / (lam + sum_h n) of ``n``. Tasks whose gold is not a candidate count in
+    ``num`` / ``den`` (every rejection is consistent) but have no confusion row, as in those
+    fits.
     """
     num, den = reliability_totals(counts, weights)
     n = confusion_totals(counts, weights)
