@@ -60,7 +60,7 @@ from .io import decode_json_line, gc_paused
 from .normalize import Normalizer, default_normalizer, identity_normalizer, memoized, normalize_id
 if TYPE_CHECKING:
     from .counts import ResolvedBlock
-from .workers import WORKER_THREADS, usable_cpus, worker_command
+from .workers import WORKER_THREADS, env_count, usable_cpus, worker_command
 from .traces import (FORCES, MAX_ROUND, Trace, check_trace, lazy_trace, lazy_traces,
                      moves_from_columns, resolve_trace)
 
@@ -1132,17 +1132,8 @@ def auto_workers(size: int) -> int:
     process finishes the chunks and prepares a small share) and :data:`MAX_AUTO_WORKERS` in
     all -- or at most ``$BDA_JAX_PARSE_WORKERS``; 1 (no worker: the file is read in this
     process) on one CPU and below twice :data:`MIN_BYTES_PER_WORKER`."""
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    if env:
-        try:
-            cap = int(env)
-        except ValueError:
-            cap = 0
-        if cap < 1:
-            from .errors import DataError
-            raise DataError(f"{WORKERS_ENV} must be a positive integer, got {env!r}",
-                            field=WORKERS_ENV)
-    else:
+    cap = env_count(WORKERS_ENV, 1)
+    if cap is None:
         cpus = usable_cpus()
         cap = min(cpus + 1, MAX_AUTO_WORKERS) if cpus > 1 else 1
     return max(1, min(cap, size // MIN_BYTES_PER_WORKER))

@@ -11,13 +11,26 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["PACKAGE_DIR", "WORKER_THREADS", "usable_cpus", "worker_command"]
+__all__ = ["PACKAGE_DIR", "WORKER_THREADS", "env_count", "usable_cpus", "worker_command"]
 
 #: the ``bda_jax`` package folder, the first argument of every worker's boot
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: A worker does no linear algebra: one BLAS / OpenMP thread, so that importing NumPy does not
 #: start a pool of them (a third of a worker's start-up CPU on a 2-core machine).
 WORKER_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def env_count(name: str, minimum: int) -> int | None:
+    """The worker count set by the environment variable ``name``: None when unset or blank,
+    else its value, which must be written in ASCII digits and be at least ``minimum``
+    (otherwise a :class:`~bda_jax.DataError` naming the variable)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) < minimum:
+        from .errors import DataError
+        raise DataError(f"{name} must be an integer >= {minimum}, got {text!r}", field=name)
+    return int(text)
 
 
 def usable_cpus() -> int:

@@ -27,7 +27,7 @@ import sys
 import threading
 from typing import Sequence
 
-from .._core.workers import WORKER_THREADS, usable_cpus, worker_command
+from .._core.workers import WORKER_THREADS, env_count, usable_cpus, worker_command
 from ._format import as_float, constant_confidence, is_number, num
 
 __all__ = ["FIGURES", "FigureRenderer", "render_figure", "seat_ratios", "auto_figure_workers",
@@ -369,14 +369,8 @@ def auto_figure_workers() -> int:
     :class:`~bda_jax.DataError` naming it), else one worker per CPU this process may run on
     beyond the first (``os.sched_getaffinity``), at most :data:`MAX_FIGURE_WORKERS`: 0 on one
     CPU, where the caller draws every figure."""
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    if env:
-        if not (env.isascii() and env.isdigit()):
-            from .._core.errors import DataError         # here: workers never import JAX
-            raise DataError(f"{WORKERS_ENV} must be an integer >= 0, got {env!r}",
-                            field=WORKERS_ENV)
-        return int(env)
-    return max(0, min(MAX_FIGURE_WORKERS, usable_cpus() - 1))
+    n = env_count(WORKERS_ENV, 0)
+    return max(0, min(MAX_FIGURE_WORKERS, usable_cpus() - 1)) if n is None else n
 
 
 def serve() -> None:

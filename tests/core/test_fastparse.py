@@ -530,7 +530,7 @@ def test_worker_counts(tmp_path, monkeypatch):
     assert fastparse.auto_workers(100 * step) == cap
     monkeypatch.setenv(fastparse.WORKERS_ENV, "3")
     assert fastparse.auto_workers(100 * step) == 3 and fastparse.auto_workers(step) == 1
-    for bad in ("0", "two", "-1"):
+    for bad in ("0", "two", "-1", "+3", "\u0663"):      # ASCII digits only (not Arabic-Indic 3)
         monkeypatch.setenv(fastparse.WORKERS_ENV, bad)
         with pytest.raises(bda.DataError) as info:
             fastparse.auto_workers(100 * step)

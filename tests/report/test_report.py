@@ -479,7 +479,7 @@ def test_a_stopped_or_failing_worker_leaves_its_figure_to_the_caller():
     assert not _figure_workers()
 
 
-@pytest.mark.parametrize("value", ["-1", "two", "1.5", "²"])
+@pytest.mark.parametrize("value", ["-1", "two", "1.5", "²", "\u0663"])
 def test_figure_workers_setting_is_checked(value, monkeypatch, tmp_path):
     monkeypatch.setenv("BDA_JAX_FIGURE_WORKERS", value)
     with pytest.raises(DataError, match="BDA_JAX_FIGURE_WORKERS"):
