@@ -6,6 +6,8 @@ Targets (2 cores, this machine; best of ``--repeats`` runs, 3 by default):
   number of parse workers: >= 1 M moves/s, peak RSS of the process plus its parse workers
   <= 1 GiB;
 * ``tally(read_traces(path))`` on the first ``--reference-moves`` moves: >= 1 M moves/s;
+* the crowd readers on the largest registered crowd set: ``load_crowd`` and ``to_traces`` +
+  ``tally`` (both layouts) >= 1 M labels/s;
 * equal results: the streamed counts equal ``tally(read_traces(...))`` and the fast reader's
   traces and counts equal the line-by-line reference reader's (``_read_traces_reference``).
 
@@ -391,8 +393,8 @@ def main(argv=None) -> int:
                     "every array, info and trace equal", equal))
     if crowd:
         rows.append(row(f"load_crowd {crowd['name']}", crowd["load_labels_per_s"], "labels/s",
-                        "not the bottleneck: faster than to_traces + tally",
-                        crowd["load_s"] <= crowd["to_traces_tally_s"]))
+                        f">= {TARGET_MOVES_PER_S:,} labels/s",
+                        crowd["load_labels_per_s"] >= TARGET_MOVES_PER_S))
         rows.append(row(f"to_traces + tally {crowd['name']}",
                         crowd["to_traces_tally_labels_per_s"], "labels/s",
                         f">= {TARGET_MOVES_PER_S:,} labels/s",
