@@ -29,6 +29,10 @@ DEFAULT_MAX_BYTES = 1 << 30
 _OFF = ("0", "false", "no", "off")
 _ENTRY_SUFFIX = "-cache"          # JAX's file cache: one ``<key>-cache`` file per executable
 _ATIME_SUFFIX = "-atime"          # ... and, with its own LRU bound, an access-time file beside it
+#: The subfolder of exported programs (bda_jax._core.exported) and their files' suffix.
+EXPORTED_SUBFOLDER = "exported"
+EXPORT_SUFFIX = ".jaxexport"
+_EXPORTED: list[Path | None] = [None]        # the folder exported programs go to, if any
 
 
 class CompilationCacheWarning(UserWarning):
@@ -62,31 +66,54 @@ def _usable(folder: Path) -> None:
 
 
 def prune(folder: Path, max_bytes: int) -> int:
-    """Remove JAX cache entries of ``folder``, oldest first (by modification time), until the
-    entries take at most ``max_bytes``; returns how many were removed. Other files are never
-    touched; an entry that vanishes meanwhile (another process pruning) is skipped."""
+    """Remove cache entries of ``folder`` -- JAX's compiled programs and this package's exported
+    ones (``folder/exported``, :mod:`bda_jax._core.exported`) -- oldest first (by modification
+    time), until they take at most ``max_bytes``; returns how many were removed. Other files are
+    never touched; an entry that vanishes meanwhile (another process pruning) is skipped."""
     entries = []
-    with os.scandir(folder) as it:
-        for entry in it:
-            if entry.name.endswith(_ENTRY_SUFFIX) and entry.is_file(follow_symlinks=False):
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                entries.append((st.st_mtime_ns, entry.name, st.st_size))
+    for where, suffix in ((folder, _ENTRY_SUFFIX), (folder / EXPORTED_SUBFOLDER, EXPORT_SUFFIX)):
+        try:
+            it = os.scandir(where)
+        except FileNotFoundError:
+            continue
+        with it:
+            for entry in it:
+                if entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    entries.append((st.st_mtime_ns, entry.path, st.st_size))
     total = sum(size for _, _, size in entries)
     removed = 0
-    for _, name, size in sorted(entries):
+    for _, path, size in sorted(entries):
         if total <= max_bytes:
             break
-        for victim in (name, name[: -len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX):
+        victims = [path]
+        if path.endswith(_ENTRY_SUFFIX):
+            victims.append(path[: -len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX)
+        for victim in victims:
             try:
-                os.unlink(folder / victim)
+                os.unlink(victim)
             except FileNotFoundError:
                 pass
         total -= size
         removed += 1
     return removed
+
+
+def exported_folder() -> Path | None:
+    """Where :func:`bda_jax._core.exported.persistent_jit` keeps its programs: ``exported/`` in
+    the folder :func:`enable_compilation_cache` chose, or ``None`` (no cache, or a JAX cache
+    folder of the user's own, which this package leaves as it is)."""
+    return _EXPORTED[0]
+
+
+def set_exported_folder(folder: Path | None) -> Path | None:
+    """Point :func:`exported_folder` at ``folder`` (``None``: keep no exported programs);
+    returns the previous folder. :func:`enable_compilation_cache` calls it."""
+    previous, _EXPORTED[0] = _EXPORTED[0], None if folder is None else Path(folder)
+    return previous
 
 
 def enable_compilation_cache(path=None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Path | None:
@@ -99,7 +126,10 @@ def enable_compilation_cache(path=None, *, max_bytes: int = DEFAULT_MAX_BYTES) -
     cached, however small or quick to compile (``jax_persistent_cache_min_compile_time_secs``
     0, no minimum entry size): bda_jax compiles many small CPU programs, each cheaper to load
     than to compile. A folder chosen here is kept under ``max_bytes`` (default 1 GiB) by
-    removing its oldest entries at start; delete the folder to clear it.
+    removing its oldest entries at start; delete the folder to clear it. In a folder chosen
+    here (not one the user configured JAX with), the largest functions are also kept traced, as
+    JAX exports in ``exported/`` (:mod:`bda_jax._core.exported`), so a later process skips
+    tracing and lowering them too.
 
     ``BDA_JAX_COMPILATION_CACHE=0`` turns the cache off (returns ``None``, changes nothing). A
     folder that cannot be created or written gives one :class:`CompilationCacheWarning` and
@@ -110,6 +140,7 @@ def enable_compilation_cache(path=None, *, max_bytes: int = DEFAULT_MAX_BYTES) -
     >>> import bda_jax as bda
     >>> folder = bda.enable_compilation_cache()       # doctest: +SKIP
     """
+    set_exported_folder(None)
     if switched_off():
         return None
     import jax
@@ -136,4 +167,5 @@ def enable_compilation_cache(path=None, *, max_bytes: int = DEFAULT_MAX_BYTES) -
         jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    set_exported_folder(folder / EXPORTED_SUBFOLDER)
     return folder

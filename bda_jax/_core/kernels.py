@@ -39,6 +39,7 @@ from jax.scipy.special import gammaln
 
 from .counts import Counts
 from .errors import DataError
+from .exported import persistent_jit
 from .numerics import float_dtype
 
 __all__ = ["onecoin_log_posterior", "confusion_log_posterior", "DEFAULT_TABLE_SIZE"]
@@ -200,7 +201,7 @@ def _onecoin_host64(N, e, c, mask, K, alpha, beta, tau, log_prior):
     return out.astype(np.float32)
 
 
-@partial(jax.jit, static_argnames=("table_size", "path"))
+@partial(persistent_jit, static_argnames=("table_size", "path"))
 def _onecoin(N, e, c, mask, K, alpha, beta, tau, log_prior, table_size, path="auto"):
     """``path``: "tables" / "large" when the caller knows max N (concrete counts), else "auto"
     (one ``lax.cond`` on max N, computed on the device)."""
@@ -450,7 +451,7 @@ def onecoin_log_posterior(counts: Counts, alpha, beta, tau=1.0, log_prior=None, 
     return _onecoin(*arrays, alpha, beta, tau, log_prior, size, path)
 
 
-@jax.jit
+@persistent_jit
 def _confusion(c, mask, conf, tau, log_prior):
     """Eq. (4) scores as one fused pass over the counts, then the normalization.
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from .counts import Counts
 from .errors import DataError
+from .exported import persistent_jit
 from .fitting import class_log_prior, fit_confusion, labeled_weights, prior_from_reliability, reliability
 from .kernels import (DEFAULT_TABLE_SIZE, onecoin_grid_log_posterior, confusion_log_posterior,
                       onecoin_log_posterior, table_size_for)
@@ -215,7 +216,8 @@ class CVResult(NamedTuple):
     inner_brier: jax.Array
 
 
-@partial(jax.jit, static_argnames=("arm", "class_prior", "table_size", "refit", "small_counts"))
+@partial(persistent_jit, static_argnames=("arm", "class_prior", "table_size", "refit",
+                                        "small_counts"))
 def nested_grid_search(arm, grid, outer_train, inner_train, inner_val, counts, fit_counts, class_prior,
             table_size=DEFAULT_TABLE_SIZE, refit=True, small_counts=False):
     """The nested grid search of :func:`select_and_predict` as one compiled call.

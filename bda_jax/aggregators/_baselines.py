@@ -43,6 +43,7 @@ from ._base import Aggregator
 from .._core.counts import Counts
 from .._core.decisions import Decision, argmax_random_ties, vote_shares
 from .._core.errors import DataError
+from .._core.exported import persistent_jit
 from .._core.fitting import labeled_weights
 from .._core.selection import device_counts, multiclass_brier, training_folds, training_weights
 
@@ -198,7 +199,7 @@ def _stack_fit_one(x, gold, mask, is_tally, w, lam, *, steps, optimizer, learnin
     return theta / scale
 
 
-@partial(jax.jit, static_argnames=("steps", "optimizer", "learning_rate"))
+@partial(persistent_jit, static_argnames=("steps", "optimizer", "learning_rate"))
 def _stack_grid(x, gold, mask, is_tally, w_fit, w_val, lams, *, steps, optimizer, learning_rate):
     """Fit every (L2 value, weight row) in one vmapped call.
 

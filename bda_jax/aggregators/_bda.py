@@ -16,6 +16,7 @@ import numpy as np
 from .._core.counts import Counts
 from .._core.decisions import majority
 from .._core.errors import DataError
+from .._core.exported import persistent_jit
 from .._core.fitting import fit_confusion, prior_from_reliability, reliability, class_log_prior
 from .._core.kernels import confusion_log_posterior, onecoin_log_posterior, table_size_for
 from ._base import Aggregator
@@ -219,7 +220,7 @@ def _inner_search(arm: str, grid: np.ndarray, cv: _InnerCV, class_prior: bool) -
     return np.asarray(scores, np.float64) * cv.fold_n[:, None]                 # [F_in, G]
 
 
-@partial(jax.jit, static_argnames=("arm", "class_prior"))
+@partial(persistent_jit, static_argnames=("arm", "class_prior"))
 def _refit(arm, class_prior, fit_counts, w, theta) -> dict:
     """The fit at the selected grid row ``theta`` on training weights ``w`` [T], one compiled
     call (padded counts: one per bucket): ``log_prior`` [K] (with ``class_prior``), and the

@@ -11,6 +11,7 @@ from jax.experimental.compilation_cache import compilation_cache
 from typer.testing import CliRunner
 
 import bda_jax as bda
+from bda_jax._core import compilation  # private: where exported programs go
 from bda_jax.cli import app
 
 _SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
@@ -22,6 +23,7 @@ def jax_cache(monkeypatch):
     """No cache folder configured and no bda_jax cache variable set; the session's JAX cache
     settings are restored afterwards."""
     saved = {name: getattr(jax.config, name) for name in _SETTINGS}
+    exported = compilation.set_exported_folder(None)
     for var in ("BDA_JAX_CACHE_DIR", "BDA_JAX_COMPILATION_CACHE"):
         monkeypatch.delenv(var, raising=False)
     compilation_cache.reset_cache()
@@ -29,6 +31,7 @@ def jax_cache(monkeypatch):
     yield
     for name, value in saved.items():
         jax.config.update(name, value)
+    compilation.set_exported_folder(exported)
     compilation_cache.reset_cache()          # JAX reopens the session's folder when next needed
 
 
@@ -61,6 +64,7 @@ def test_cpu_programs_are_written_and_loaded_back(jax_cache, tmp_path):
     assert folder == tmp_path / "jax"
     assert jax.config.jax_compilation_cache_dir == str(folder)
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+    assert compilation.exported_folder() == folder / "exported"
     x = np.arange(7, dtype=np.float32)
     f = jax.jit(lambda x: x * 3.25 + 0.5)            # a tiny program: cached all the same
     np.testing.assert_allclose(f(x), x * 3.25 + 0.5)
@@ -90,6 +94,7 @@ def test_a_folder_jax_already_has_is_kept(jax_cache, tmp_path):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 2.0)
     assert bda.enable_compilation_cache() == tmp_path / "users"
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.0   # the user's own
+    assert compilation.exported_folder() is None          # no files of ours in the user's folder
     assert bda.enable_compilation_cache(tmp_path / "mine") == tmp_path / "mine"   # explicit wins
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
 
@@ -98,6 +103,7 @@ def test_switched_off_by_env(jax_cache, tmp_path, monkeypatch):
     for value in ("0", "off", "False"):
         monkeypatch.setenv("BDA_JAX_COMPILATION_CACHE", value)
         assert bda.enable_compilation_cache(tmp_path / "c") is None
+        assert compilation.exported_folder() is None
     assert jax.config.jax_compilation_cache_dir is None and not (tmp_path / "c").exists()
 
 
@@ -120,8 +126,15 @@ def test_folder_is_kept_under_its_size_bound(jax_cache, tmp_path):
         os.utime(entry, (1e9 - age * 1e6, 1e9 - age * 1e6))
     (folder / "jit_f-old-atime").write_bytes(b"t")
     (folder / "notes.txt").write_bytes(b"y" * 500)                  # not an entry: kept
+    (folder / "exported").mkdir()
+    for age, name in ((0.5, "a"), (3, "b")):                         # exported programs count too
+        entry = folder / "exported" / f"{name}.jaxexport"
+        entry.write_bytes(b"z" * 100)
+        os.utime(entry, (1e9 - age * 1e6, 1e9 - age * 1e6))
     bda.enable_compilation_cache(folder, max_bytes=250)
-    assert sorted(os.listdir(folder)) == ["jit_f-mid-cache", "jit_f-new-cache", "notes.txt"]
+    # oldest first over both kinds: b (3), old (2), mid (1) go; a (0.5) and new (0) stay
+    assert sorted(os.listdir(folder)) == ["exported", "jit_f-new-cache", "notes.txt"]
+    assert os.listdir(folder / "exported") == ["a.jaxexport"]
 
 
 def test_cli_flag_and_unusable_folder(jax_cache, tmp_path, monkeypatch):

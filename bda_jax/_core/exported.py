@@ -1,0 +1,167 @@
+"""Compiled functions kept across processes as JAX exports (docs/performance.md, "Compile once").
+
+JAX's persistent compilation cache skips XLA's compile in a new process, not JAX's tracing and
+lowering of the function to StableHLO, which repeats in every process: for the largest programs
+(the nested CV's grid search, the stacking grids) that is most of a warm ``bda demo``'s compile
+work. :func:`persistent_jit` is ``jax.jit`` for such a function, and once
+:func:`bda_jax.enable_compilation_cache` has chosen a cache folder (the ``bda`` command, the
+notebooks), each (function, static arguments, argument shapes and dtypes) is traced once and kept
+as a serialized :mod:`jax.export` program in ``<folder>/exported/``: a later process reads it
+back (StableHLO bytecode in a flatbuffer; no pickle), and JAX's cache supplies the compiled
+executable. Without a chosen folder (a plain ``import bda_jax``, a folder the user configured
+JAX with themselves) it is ``jax.jit`` unchanged.
+
+A program's file name is a SHA-256 of everything its tracing reads: the function's module and
+name, the static arguments' ``repr``, the flattened arguments' tree, shapes and dtypes, the source
+of every module of this package (an edited package never reads an old program), the versions of
+JAX, jaxlib and NumPy, the backend and device kind, and the JAX settings that change tracing
+(x64, default matmul precision, dtype promotion, the PRNG implementation). A file whose header or
+contents do not check is exported again and replaced (atomically); one that cannot be written
+leaves the call running on the program just traced. Calls inside another trace, with Python
+scalars or weak-typed arrays (whose promotion an export does not keep), go to ``jax.jit``.
+
+The exported program computes the same operations as the jitted function; on this package's
+programs the results are the same bits (tests/core/test_exported.py). Exports carry no
+derivative: :func:`persistent_jit` is for functions nobody differentiates.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from . import compilation
+
+__all__ = ["persistent_jit", "program_key", "HEADER", "SUFFIX"]
+
+#: The first bytes of every file: what it is and its format version (checked on load).
+HEADER = b"bda_jax exported program 1\n"
+SUFFIX = compilation.EXPORT_SUFFIX
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def _source_digest() -> str:
+    """SHA-256 of every ``.py`` file of the package (path and bytes), read once per process."""
+    h = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        h.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _setting_text() -> str:
+    import jaxlib
+    dev = jax.devices()[0]
+    cfg = jax.config
+    return "|".join(map(str, (
+        jax.__version__, jaxlib.__version__, np.__version__, jax.default_backend(),
+        dev.device_kind, cfg.jax_enable_x64, cfg.jax_default_matmul_precision,
+        cfg.jax_numpy_dtype_promotion, cfg.jax_default_prng_impl,
+        cfg.jax_threefry_partitionable, _source_digest())))
+
+
+def program_key(name: str, statics: tuple, treedef, avals: tuple) -> str:
+    """The file stem of one program: SHA-256 of its function ``name``, ``statics`` ((name,
+    value) pairs), the arguments' ``treedef`` and ``avals`` ((shape, dtype) per leaf), and the
+    settings and sources tracing depends on (module docstring)."""
+    text = "\n".join((name, repr(statics), str(treedef), repr(avals), _setting_text()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _leaf_aval(x):
+    """(shape, canonical dtype) of an array argument, or None where the export would not keep
+    the call's meaning (a tracer, a Python scalar, a weak-typed array)."""
+    if isinstance(x, jax.core.Tracer) or not isinstance(x, (np.ndarray, np.generic, jax.Array)):
+        return None
+    if getattr(x, "weak_type", False) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return None                    # weak types and typed PRNG keys: left to jax.jit
+    return tuple(x.shape), np.dtype(jax.dtypes.canonicalize_dtype(x.dtype)).name
+
+
+def _read(path: Path, avals: tuple):
+    """The program stored at ``path``, or None if it is absent or does not check."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    if not blob.startswith(HEADER):
+        return None
+    try:
+        exp = jax.export.deserialize(bytearray(blob[len(HEADER):]))
+    except Exception:                  # a damaged flatbuffer: JAX raises various errors
+        return None
+    got = tuple((tuple(a.shape), np.dtype(a.dtype).name) for a in exp.in_avals)
+    return exp if got == avals else None
+
+
+def _write(path: Path, exp) -> None:
+    """Store ``exp`` at ``path`` atomically; a folder that cannot be written is skipped."""
+    try:
+        blob = HEADER + bytes(exp.serialize())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except (OSError, ValueError, TypeError):
+        # ValueError/TypeError: a result tree jax.export cannot serialize; the call still runs
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass
+
+
+class persistent_jit:
+    """``jax.jit(fun, static_argnames=...)`` whose programs persist as JAX exports (module
+    docstring). Use as ``@persistent_jit`` or ``@partial(persistent_jit, static_argnames=...)``.
+    Returns what ``fun`` returns."""
+
+    def __init__(self, fun, static_argnames=()):
+        self._fun = fun
+        self._static = tuple(static_argnames)
+        self._jitted = jax.jit(fun, static_argnames=self._static)
+        self._signature = inspect.signature(fun)
+        self._name = f"{fun.__module__}.{fun.__qualname__}"
+        self._calls: dict = {}
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        folder = compilation.exported_folder()
+        if folder is None:
+            return self._jitted(*args, **kwargs)
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        statics = tuple((n, bound.arguments[n]) for n in self._static)
+        names = tuple(n for n in bound.arguments if n not in self._static)
+        leaves, treedef = jax.tree.flatten([bound.arguments[n] for n in names])
+        avals = tuple(map(_leaf_aval, leaves))
+        if None in avals:
+            return self._jitted(*args, **kwargs)
+        memo = (folder, statics, names, treedef, avals)
+        call = self._calls.get(memo)
+        if call is None:
+            call = self._calls[memo] = self._program(folder, statics, names, treedef, avals)
+        return call(*leaves)
+
+    def _program(self, folder: Path, statics, names, treedef, avals):
+        path = folder / (program_key(self._name, statics, (names, treedef), avals) + SUFFIX)
+        exp = _read(path, avals)
+        if exp is None:
+            fun, fixed = self._fun, dict(statics)
+
+            def flat(*leaves):
+                values = jax.tree.unflatten(treedef, leaves)
+                return fun(**dict(zip(names, values)), **fixed)
+
+            flat.__name__ = self._fun.__name__
+            specs = [jax.ShapeDtypeStruct(s, d) for s, d in avals]
+            exp = jax.export.export(jax.jit(flat))(*specs)
+            _write(path, exp)
+        return jax.jit(exp.call)
