@@ -18,7 +18,8 @@ JAX, jaxlib and NumPy, the backend and device kind, and the JAX settings that ch
 (x64, default matmul precision, dtype promotion, the PRNG implementation). A file whose header or
 contents do not check is exported again and replaced (atomically); one that cannot be written
 leaves the call running on the program just traced. Calls inside another trace, with Python
-scalars or weak-typed arrays (whose promotion an export does not keep), go to ``jax.jit``.
+scalars, weak-typed arrays (whose promotion an export does not keep) or typed PRNG keys, and
+functions the export refuses, go to ``jax.jit``.
 
 The exported program computes the same operations as the jitted function; on this package's
 programs the results are the same bits (tests/core/test_exported.py). Exports carry no
@@ -145,10 +146,10 @@ class persistent_jit:
         if None in avals:
             return self._jitted(*args, **kwargs)
         memo = (folder, statics, names, treedef, avals)
-        call = self._calls.get(memo)
-        if call is None:
-            call = self._calls[memo] = self._program(folder, statics, names, treedef, avals)
-        return call(*leaves)
+        if memo not in self._calls:
+            self._calls[memo] = self._program(folder, statics, names, treedef, avals)
+        call = self._calls[memo]
+        return self._jitted(*args, **kwargs) if call is None else call(*leaves)
 
     def _program(self, folder: Path, statics, names, treedef, avals):
         path = folder / (program_key(self._name, statics, (names, treedef), avals) + SUFFIX)
@@ -162,6 +163,11 @@ class persistent_jit:
 
             flat.__name__ = self._fun.__name__
             specs = [jax.ShapeDtypeStruct(s, d) for s, d in avals]
-            exp = jax.export.export(jax.jit(flat))(*specs)
+            try:
+                exp = jax.export.export(jax.jit(flat))(*specs)
+            except Exception:
+                # what the export refuses (an operation it cannot serialize) or a call that
+                # fails to trace: jax.jit runs it, and raises the call's own error if any
+                return None
             _write(path, exp)
         return jax.jit(exp.call)

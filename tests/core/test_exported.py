@@ -177,3 +177,16 @@ def test_two_cli_processes_share_the_exported_programs(tmp_path):
             assert written
     assert _files(tmp_path / "cache" / "exported") == written      # read back, none added
     assert models[0] == models[1] == models[2]
+
+
+def test_what_the_export_refuses_runs_under_jit_and_errors_are_the_calls_own(folder):
+    def host(x):                              # a host callback: jax.export does not serialize it
+        return jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape,
+                                                                                x.dtype), x)
+
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(exported.persistent_jit(host)(x), x * 2)
+    bad = exported.persistent_jit(lambda a, b: a @ b)
+    with pytest.raises(TypeError, match="dot_general requires contracting dimensions"):
+        bad(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+    assert _files(folder) == []
