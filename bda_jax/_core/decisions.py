@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from .counts import Counts
 from .errors import DataError
+from .exported import persistent_jit
 
 __all__ = ["Decision", "decide", "majority"]
 
@@ -25,7 +26,7 @@ class Decision(NamedTuple):
     proba: jax.Array
 
 
-@jax.jit
+@persistent_jit
 def argmax_random_ties(key, scores, mask):
     scores = jnp.where(mask, scores, -jnp.inf)
     best = jnp.max(scores, axis=-1, keepdims=True)

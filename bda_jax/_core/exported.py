@@ -11,19 +11,24 @@ back (StableHLO bytecode in a flatbuffer; no pickle), and JAX's cache supplies t
 executable. Without a chosen folder (a plain ``import bda_jax``, a folder the user configured
 JAX with themselves) it is ``jax.jit`` unchanged.
 
-A program's file name is a SHA-256 of everything its tracing reads: the function's module and
-name, the static arguments' ``repr``, the flattened arguments' tree, shapes and dtypes, the source
-of every module of this package (an edited package never reads an old program), the versions of
-JAX, jaxlib and NumPy, the backend and device kind, and the JAX settings that change tracing
-(x64, default matmul precision, dtype promotion, the PRNG implementation). A file whose header or
-contents do not check is exported again and replaced (atomically); one that cannot be written
-leaves the call running on the program just traced. Calls inside another trace, with Python
-scalars, weak-typed arrays (whose promotion an export does not keep) or typed PRNG keys, and
-functions the export refuses, go to ``jax.jit``.
+A program's file name is a SHA-256 of everything its tracing reads: the function's module,
+name, file, first line and bytecode, the static arguments' ``repr``, the flattened arguments'
+tree, shapes and dtypes, the source of every module of this package (an edited package never
+reads an old program), the versions of JAX, jaxlib and NumPy, the backend and device kind, and
+the JAX settings that change tracing (x64, default matmul precision, dtype promotion, the PRNG
+implementation). A file whose header or contents do not check is exported again and replaced
+(atomically); one that cannot be written leaves the call running on the program just traced. A
+typed PRNG key is passed as its key data and wrapped again inside the program (its
+implementation is part of the key). Calls inside another trace (``jit``, ``grad``, ``vmap``:
+the call is then part of that trace, and differentiable as usual), with Python scalars or
+weak-typed arrays (whose promotion an export does not keep), with static arguments whose
+``repr`` is not the same in every process (a function, an object), and functions the export
+refuses, go to ``jax.jit``. A NamedTuple result needs :func:`serializable` on its class;
+without it the program still runs, with one :class:`ExportWarning`.
 
 The exported program computes the same operations as the jitted function; on this package's
-programs the results are the same bits (tests/core/test_exported.py). Exports carry no
-derivative: :func:`persistent_jit` is for functions nobody differentiates.
+programs the results are the same bits (tests/core/test_exported.py, and the demo's
+``results.json``).
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import hashlib
 import inspect
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import jax
@@ -39,7 +45,7 @@ import numpy as np
 
 from . import compilation
 
-__all__ = ["persistent_jit", "program_key", "HEADER", "SUFFIX"]
+__all__ = ["persistent_jit", "serializable", "program_key", "ExportWarning", "HEADER", "SUFFIX"]
 
 #: The first bytes of every file: what it is and its format version (checked on load).
 HEADER = b"bda_jax exported program 1\n"
@@ -76,14 +82,38 @@ def program_key(name: str, statics: tuple, treedef, avals: tuple) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _leaf_aval(x):
-    """(shape, canonical dtype) of an array argument, or None where the export would not keep
-    the call's meaning (a tracer, a Python scalar, a weak-typed array)."""
+def serializable(cls):
+    """Class decorator: lets a NamedTuple that a :func:`persistent_jit` function returns be
+    written in its program (``jax.export`` serializes only registered result trees), under its
+    module-qualified name. Returns ``cls``."""
+    jax.export.register_namedtuple_serialization(
+        cls, serialized_name=f"{cls.__module__}.{cls.__qualname__}")
+    return cls
+
+
+def _plain(value) -> bool:
+    """Whether a static argument's ``repr`` is the same in every process (None, bools, numbers,
+    strings and tuples of them); a function or an object's default ``repr`` holds an address."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, tuple) and all(map(_plain, value))
+
+
+def _leaf_array(x):
+    """``(array, aval)`` for one argument leaf: the array the program takes and its (shape,
+    canonical dtype), with a typed PRNG key passed as its key data and its implementation's name
+    added to the aval; ``(None, None)`` where an export would not keep the call's meaning (a
+    tracer, a Python scalar, a weak-typed array, another extended dtype)."""
     if isinstance(x, jax.core.Tracer) or not isinstance(x, (np.ndarray, np.generic, jax.Array)):
-        return None
-    if getattr(x, "weak_type", False) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
-        return None                    # weak types and typed PRNG keys: left to jax.jit
-    return tuple(x.shape), np.dtype(jax.dtypes.canonicalize_dtype(x.dtype)).name
+        return None, None
+    if getattr(x, "weak_type", False):
+        return None, None
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return None, None
+        data = jax.random.key_data(x)
+        return data, (tuple(data.shape), data.dtype.name, str(jax.random.key_impl(x)))
+    return x, (tuple(x.shape), np.dtype(jax.dtypes.canonicalize_dtype(x.dtype)).name)
 
 
 def _read(path: Path, avals: tuple):
@@ -102,21 +132,34 @@ def _read(path: Path, avals: tuple):
     return exp if got == avals else None
 
 
-def _write(path: Path, exp) -> None:
-    """Store ``exp`` at ``path`` atomically; a folder that cannot be written is skipped."""
+class ExportWarning(RuntimeWarning):
+    """A function's program cannot be written (a result type not registered with
+    :func:`serializable`): it runs, and is traced again in every process."""
+
+
+def _write(path: Path, exp, name: str) -> None:
+    """Store ``exp`` at ``path`` atomically. A folder that cannot be written (full, removed) is
+    skipped; a program that cannot be serialized warns (:class:`ExportWarning`)."""
     try:
         blob = HEADER + bytes(exp.serialize())
+    except (ValueError, TypeError) as err:
+        warnings.warn(f"{name.split(':')[0]}: its compiled program is not kept across processes "
+                      f"({err})",
+                      ExportWarning, stacklevel=4)
+        return
+    tmp = None
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
-    except (OSError, ValueError, TypeError):
-        # ValueError/TypeError: a result tree jax.export cannot serialize; the call still runs
-        try:
-            os.unlink(tmp)
-        except (OSError, UnboundLocalError):
-            pass
+    except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 class persistent_jit:
@@ -129,7 +172,10 @@ class persistent_jit:
         self._static = tuple(static_argnames)
         self._jitted = jax.jit(fun, static_argnames=self._static)
         self._signature = inspect.signature(fun)
-        self._name = f"{fun.__module__}.{fun.__qualname__}"
+        code = fun.__code__
+        # where and what it is: two functions of one name (lambdas of one scope) never share
+        self._name = (f"{fun.__module__}.{fun.__qualname__}:{Path(code.co_filename).name}:"
+                      f"{code.co_firstlineno}:{hashlib.sha256(code.co_code).hexdigest()}")
         self._calls: dict = {}
         functools.update_wrapper(self, fun)
 
@@ -142,32 +188,41 @@ class persistent_jit:
         statics = tuple((n, bound.arguments[n]) for n in self._static)
         names = tuple(n for n in bound.arguments if n not in self._static)
         leaves, treedef = jax.tree.flatten([bound.arguments[n] for n in names])
-        avals = tuple(map(_leaf_aval, leaves))
-        if None in avals:
+        arrays, avals = zip(*map(_leaf_array, leaves)) if leaves else ((), ())
+        if None in avals or not all(_plain(v) for _, v in statics):
             return self._jitted(*args, **kwargs)
         memo = (folder, statics, names, treedef, avals)
         if memo not in self._calls:
             self._calls[memo] = self._program(folder, statics, names, treedef, avals)
         call = self._calls[memo]
-        return self._jitted(*args, **kwargs) if call is None else call(*leaves)
+        return self._jitted(*args, **kwargs) if call is None else call(*arrays)
 
     def _program(self, folder: Path, statics, names, treedef, avals):
+        """The compiled call of one (statics, tree, avals), read back or exported and written;
+        None where ``jax.jit`` must run it (an argument tree whose text holds an address, a
+        function the export refuses)."""
+        if " at 0x" in str(treedef):          # a pytree node's data of no stable repr
+            return None
         path = folder / (program_key(self._name, statics, (names, treedef), avals) + SUFFIX)
-        exp = _read(path, avals)
+        taken = tuple(a[:2] for a in avals)             # what the program takes: key data, not keys
+        exp = _read(path, taken)
         if exp is None:
             fun, fixed = self._fun, dict(statics)
+            impls = [a[2] if len(a) == 3 else None for a in avals]
 
             def flat(*leaves):
+                leaves = [x if impl is None else jax.random.wrap_key_data(x, impl=impl)
+                          for x, impl in zip(leaves, impls)]
                 values = jax.tree.unflatten(treedef, leaves)
                 return fun(**dict(zip(names, values)), **fixed)
 
             flat.__name__ = self._fun.__name__
-            specs = [jax.ShapeDtypeStruct(s, d) for s, d in avals]
+            specs = [jax.ShapeDtypeStruct(s, d) for s, d in taken]
             try:
                 exp = jax.export.export(jax.jit(flat))(*specs)
             except Exception:
                 # what the export refuses (an operation it cannot serialize) or a call that
                 # fails to trace: jax.jit runs it, and raises the call's own error if any
                 return None
-            _write(path, exp)
+            _write(path, exp, self._name)
         return jax.jit(exp.call)

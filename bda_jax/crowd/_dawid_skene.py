@@ -97,6 +97,7 @@ from .._core.checks import positive_int
 from .._core.counts import PairCounts
 from .._core.decisions import decide, vote_shares
 from .._core.errors import DataError
+from .._core.exported import persistent_jit, serializable
 from .._core.numerics import safe_log
 from ._votes import CrowdVotes, check_dense_votes, check_gold, crowd_votes, votes_from_dense
 
@@ -113,6 +114,7 @@ DEFAULT_SMOOTHING = 0.01
 _BLOCK = 1024
 
 
+@serializable
 class DSParams(NamedTuple):
     """Dawid–Skene parameters (a pytree).
 
@@ -129,6 +131,7 @@ class DSParams(NamedTuple):
     log_table: jax.Array | None = None
 
 
+@serializable
 class DSResult(NamedTuple):
     """``log_posterior`` [T, K] (-inf on padding), ``params`` (:class:`DSParams`), ``n_iter``
     (EM iterations, see the module's stopping rules), ``log_likelihood`` (exact observed-data
@@ -341,7 +344,7 @@ def _step(ent, q, gold, smoothing, extra, init_extra, first, assign, n_agents, m
     return q_new, log_q, params, ll, obj, delta, loss
 
 
-@partial(jax.jit, static_argnames=("n_agents", "model", "prior", "criterion", "history"))
+@partial(persistent_jit, static_argnames=("n_agents", "model", "prior", "criterion", "history"))
 def _em(ent, q0, gold, extra, init_extra, assign, n_iter, tol, smoothing, *, n_agents, model,
         prior, criterion, history):
     dt = ent.weight.dtype

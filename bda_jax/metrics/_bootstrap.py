@@ -40,6 +40,7 @@ import numpy as np
 from ._ratio import Ratio, plain_number, ratio
 from ._scores import default_float
 from .._core.errors import DataError
+from .._core.exported import persistent_jit
 from .._core.checks import positive_int
 
 __all__ = [
@@ -157,7 +158,7 @@ def _draw_units(k, n_units):
     return (bits % jnp.uint32(n_units)).astype(jnp.int32)
 
 
-@partial(jax.jit, static_argnames=("n_resamples", "batch_size"))
+@partial(persistent_jit, static_argnames=("n_resamples", "batch_size"))
 def _boot_ratio(key, unit_sum, unit_size, n_resamples, batch_size):
     def one(k):
         idx = _draw_units(k, unit_sum.shape[0])

@@ -31,6 +31,7 @@ import numpy as np
 
 from .._core.decisions import argmax_random_ties
 from .._core.errors import DataError
+from .._core.exported import persistent_jit
 from .._core.scoring import brier_mc_per_task
 
 __all__ = [
@@ -369,7 +370,7 @@ def nll(proba, gold, gold_missing=None, *, eps=NLL_EPS, reduce=True) -> jax.Arra
     return _wmean(jnp.where(labeled, per, 0.0), labeled.astype(proba.dtype))
 
 
-@jax.jit
+@persistent_jit
 def _summary_arrays(proba, gold, gold_missing, mask, key, pred, confidence):
     s = _correctness(proba, gold, gold_missing, mask, key, pred, confidence)
     w = s.labeled.astype(s.confidence.dtype)

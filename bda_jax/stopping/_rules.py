@@ -34,6 +34,7 @@ import numpy as np
 from jax.scipy.special import betainc
 
 from .._core.errors import DataError
+from .._core.exported import persistent_jit, serializable
 
 __all__ = [
     "COMMITS", "DISPATCHED", "RULES", "ArenaParams", "HeuristicParams", "RuleState",
@@ -201,6 +202,7 @@ def heuristic_step(params: HeuristicParams, state: RuleState, ids_t, active, las
 
 
 # ----------------------------------------------------------------------------- batched rules
+@serializable
 class StopResult(NamedTuple):
     """Outcome of a rule over a batch ([G] leads every field when a grid was given).
 
@@ -232,7 +234,7 @@ def _run_one(step, params, ids, mask, L):
     return StopResult(state.commit, state.answer, state.t, state.x, g, x, winner)
 
 
-@jax.jit
+@persistent_jit
 def _spatial_grid(ids, mask, W, L, empty_g, w, cx):
     _TRACES["spatial"] += 1
     one = lambda p, i, m: _run_one(spatial_step, p, i, m, L)     # noqa: E731

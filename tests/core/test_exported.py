@@ -4,8 +4,10 @@ are those of ``jax.jit``."""
 import os
 import subprocess
 import sys
+import warnings
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,13 +106,11 @@ def test_a_damaged_file_is_exported_again_and_replaced(folder, damage):
     assert TRACES == [2] and len(_files(folder)) == 1
 
 
-def test_scalars_weak_types_keys_and_traces_go_to_jit(folder):
+def test_scalars_weak_types_and_traces_go_to_jit(folder):
     x, w = _args()
     f = _fresh()
     assert np.allclose(f(x, 0.5, power=1)["total"], x.sum(-1) * 0.5)          # a Python float
     assert np.allclose(f(x, jnp.asarray(0.5), power=1)["total"], x.sum(-1) * 0.5)   # weak type
-    g = exported.persistent_jit(lambda k, x: jax.random.uniform(k, x.shape) + x)
-    g(jax.random.key(0), x)                                                  # a typed PRNG key
     grad = jax.grad(lambda v: f(x, v, power=2)["total"].sum())(w)            # inside a trace
     np.testing.assert_allclose(grad, (x ** 2).sum(0), rtol=1e-6)
     jax.jit(lambda x, w: f(x, w, power=2)["total"])(x, w)
@@ -190,3 +190,62 @@ def test_what_the_export_refuses_runs_under_jit_and_errors_are_the_calls_own(fol
     with pytest.raises(TypeError, match="dot_general requires contracting dimensions"):
         bad(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
     assert _files(folder) == []
+
+
+class _Pair(NamedTuple):
+    low: jax.Array
+    high: jax.Array
+
+
+@exported.serializable
+class _KeptPair(NamedTuple):
+    low: jax.Array
+    high: jax.Array
+
+
+def test_named_tuple_results_are_kept_once_registered(folder):
+    x = np.arange(6, dtype=np.float32)
+    kept = exported.persistent_jit(lambda v: _KeptPair(v.min(), v.max()))
+    assert kept(x) == _KeptPair(0.0, 5.0) and len(_files(folder)) == 1
+    unregistered = exported.persistent_jit(lambda v: _Pair(v.min(), v.max()))
+    with pytest.warns(exported.ExportWarning, match="not kept across processes.*_Pair"):
+        assert unregistered(x) == _Pair(0.0, 5.0)          # runs all the same
+    assert len(_files(folder)) == 1
+
+
+def test_typed_keys_pass_as_key_data_with_the_same_draws(folder):
+    draw = exported.persistent_jit(lambda k, x: jax.random.uniform(k, x.shape) + x)
+    x = np.zeros(5, np.float32)
+    for key in (jax.random.key(3), jax.random.key(3, impl="rbg")):
+        np.testing.assert_array_equal(draw(key, x), jax.random.uniform(key, (5,)))
+    assert len(_files(folder)) == 2                         # one program per implementation
+
+
+def test_static_arguments_without_a_stable_repr_go_to_jit(folder):
+    f = partial(exported.persistent_jit, static_argnames=("fn",))(lambda x, fn: fn(x))
+    np.testing.assert_array_equal(f(np.ones(3, np.float32), fn=jnp.exp), jnp.exp(np.ones(3, np.float32)))
+    assert _files(folder) == []
+
+
+def test_crowd_em_and_stopping_results_are_read_back(folder):
+    """Functions returning NamedTuples (DSResult and its DSParams, StopResult) write their
+    programs; a second call with a cleared memory reads them with the same bits."""
+    from bda_jax.crowd import _dawid_skene
+    from bda_jax.stopping import _rules
+
+    rng = np.random.default_rng(0)
+    votes = np.eye(3, dtype=np.float32)[rng.integers(0, 3, (40, 4))]
+    mask = np.ones((40, 3), bool)
+    ids = rng.integers(0, 3, (6, 5, 5)).astype(np.int32)              # [B, R, n]
+    runs = []
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", exported.ExportWarning)
+            runs.append((bda.crowd.dawid_skene_em(votes, mask),
+                         bda.stopping.spatial_rule(ids, W=2)))
+        written = _files(folder)
+        for fn in (_dawid_skene._em, _rules._spatial_grid):
+            fn._calls.clear()                              # private: a fresh process's memory
+    assert written
+    for a, b in zip(jax.tree.leaves(runs[0]), jax.tree.leaves(runs[1])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
