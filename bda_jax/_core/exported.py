@@ -197,6 +197,12 @@ class persistent_jit:
         call = self._calls[memo]
         return self._jitted(*args, **kwargs) if call is None else call(*arrays)
 
+    def clear_cache(self) -> None:
+        """Forget this process's traces and programs (``jax.jit``'s ``clear_cache``); the files
+        stay."""
+        self._jitted.clear_cache()
+        self._calls.clear()
+
     def _program(self, folder: Path, statics, names, treedef, avals):
         """The compiled call of one (statics, tree, avals), read back or exported and written;
         None where ``jax.jit`` must run it (an argument tree whose text holds an address, a

@@ -230,22 +230,24 @@ def test_static_arguments_without_a_stable_repr_go_to_jit(folder):
 def test_crowd_em_and_stopping_results_are_read_back(folder):
     """Functions returning NamedTuples (DSResult and its DSParams, StopResult) write their
     programs; a second call with a cleared memory reads them with the same bits."""
-    from bda_jax.crowd import _dawid_skene
-    from bda_jax.stopping import _rules
+    from bda_jax.crowd import _dawid_skene  # private: the EM's compiled function
+    from bda_jax.stopping import _rules  # private: DASE's compiled grid
 
     rng = np.random.default_rng(0)
     votes = np.eye(3, dtype=np.float32)[rng.integers(0, 3, (40, 4))]
     mask = np.ones((40, 3), bool)
     ids = rng.integers(0, 3, (6, 5, 5)).astype(np.int32)              # [B, R, n]
-    runs = []
+    runs, traced = [], []
     for _ in range(2):
+        before = _rules._TRACES["spatial"]              # private: counts the grid's traces
         with warnings.catch_warnings():
             warnings.simplefilter("error", exported.ExportWarning)
             runs.append((bda.crowd.dawid_skene_em(votes, mask),
                          bda.stopping.spatial_rule(ids, W=2)))
+        traced.append(_rules._TRACES["spatial"] - before)
         written = _files(folder)
         for fn in (_dawid_skene._em, _rules._spatial_grid):
-            fn._calls.clear()                              # private: a fresh process's memory
-    assert written
+            fn.clear_cache()                               # a fresh process's memory
+    assert written and traced == [1, 0]                   # the second run read the program
     for a, b in zip(jax.tree.leaves(runs[0]), jax.tree.leaves(runs[1])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
