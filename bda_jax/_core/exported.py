@@ -99,6 +99,9 @@ def _plain(value) -> bool:
     return isinstance(value, tuple) and all(map(_plain, value))
 
 
+_CANONICAL: dict = {}          # (NumPy dtype, x64) -> the name of the dtype JAX computes in
+
+
 def _leaf_array(x):
     """``(array, aval)`` for one argument leaf: the array the program takes and its (shape,
     canonical dtype), with a typed PRNG key passed as its key data and its implementation's name
@@ -108,12 +111,17 @@ def _leaf_array(x):
         return None, None
     if getattr(x, "weak_type", False):
         return None, None
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
-        if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    dtype = x.dtype
+    if not isinstance(dtype, np.dtype):                      # an extended dtype
+        if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
             return None, None
         data = jax.random.key_data(x)
         return data, (tuple(data.shape), data.dtype.name, str(jax.random.key_impl(x)))
-    return x, (tuple(x.shape), np.dtype(jax.dtypes.canonicalize_dtype(x.dtype)).name)
+    known = (dtype, jax.config.jax_enable_x64)
+    name = _CANONICAL.get(known)
+    if name is None:
+        name = _CANONICAL[known] = np.dtype(jax.dtypes.canonicalize_dtype(dtype)).name
+    return x, (x.shape, name)
 
 
 def _read(path: Path, avals: tuple):
@@ -172,6 +180,11 @@ class persistent_jit:
         self._static = tuple(static_argnames)
         self._jitted = jax.jit(fun, static_argnames=self._static)
         self._signature = inspect.signature(fun)
+        params = self._signature.parameters.values()
+        self._names = tuple(p.name for p in params)
+        self._defaults = tuple((p.name, p.default) for p in params if p.default is not p.empty)
+        self._simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+        self._n_positional = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
         code = fun.__code__
         # where and what it is: two functions of one name (lambdas of one scope) never share
         self._name = (f"{fun.__module__}.{fun.__qualname__}:{Path(code.co_filename).name}:"
@@ -183,11 +196,10 @@ class persistent_jit:
         folder = compilation.exported_folder()
         if folder is None:
             return self._jitted(*args, **kwargs)
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        statics = tuple((n, bound.arguments[n]) for n in self._static)
-        names = tuple(n for n in bound.arguments if n not in self._static)
-        leaves, treedef = jax.tree.flatten([bound.arguments[n] for n in names])
+        arguments = self._arguments(args, kwargs)
+        statics = tuple((n, arguments[n]) for n in self._static)
+        names = tuple(n for n in arguments if n not in self._static)
+        leaves, treedef = jax.tree.flatten([arguments[n] for n in names])
         arrays, avals = zip(*map(_leaf_array, leaves)) if leaves else ((), ())
         if None in avals or not all(_plain(v) for _, v in statics):
             return self._jitted(*args, **kwargs)
@@ -196,6 +208,22 @@ class persistent_jit:
             self._calls[memo] = self._program(folder, statics, names, treedef, avals)
         call = self._calls[memo]
         return self._jitted(*args, **kwargs) if call is None else call(*arrays)
+
+    def _arguments(self, args, kwargs) -> dict:
+        """Every parameter's value by name, in the signature's order (what
+        ``inspect.Signature.bind`` and ``apply_defaults`` give, without their cost on the common
+        call; a call they would refuse raises their ``TypeError``)."""
+        if self._simple and len(args) <= self._n_positional:
+            given = dict(zip(self._names, args))
+            if not given.keys() & kwargs.keys() and kwargs.keys() <= set(self._names):
+                given.update(kwargs)
+                for name, default in self._defaults:
+                    given.setdefault(name, default)
+                if len(given) == len(self._names):
+                    return {n: given[n] for n in self._names}
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
 
     def clear_cache(self) -> None:
         """Forget this process's traces and programs (``jax.jit``'s ``clear_cache``); the files

@@ -251,3 +251,19 @@ def test_crowd_em_and_stopping_results_are_read_back(folder):
     assert written and traced == [1, 0]                   # the second run read the program
     for a, b in zip(jax.tree.leaves(runs[0]), jax.tree.leaves(runs[1])):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_arguments_are_bound_as_python_binds_them(folder):
+    def f(a, b, c=2.0, *, d, e=3):
+        return a * b + c * d + e
+    g = exported.persistent_jit(f)
+    one = np.float32(1.5)
+    arrays = [np.asarray(v, np.float32) for v in (1.0, 2.0, 4.0, 5.0, 6.0)]
+    a, b, c, d, e = arrays
+    for args, kwargs in [((a, b), dict(d=d)), ((a,), dict(b=b, c=c, d=d, e=e)),
+                         ((a, b, c), dict(e=e, d=d)), ((), dict(d=d, a=a, b=b))]:
+        np.testing.assert_array_equal(g(*args, **kwargs), jax.jit(f)(*args, **kwargs))
+    for args, kwargs in [((a, b, c, d), {}), ((a, b), {}), ((a, b), dict(d=d, a=a)),
+                         ((a, b), dict(d=d, z=one))]:
+        with pytest.raises(TypeError):
+            g(*args, **kwargs)
