@@ -460,7 +460,17 @@ def summarize(name, path, ran_now):
     return rows
 
 
-def markdown(rows, runs, mode, generated):
+def slowest_tests(out_dir: Path) -> list[dict]:
+    """The 20 slowest tests of the suite run summarized (``suite_cpu.json``'s ``slowest_20``:
+    this run's if it ran, else the committed one's); empty without one."""
+    for folder in (out_dir, RESULTS):
+        path = folder / "suite_cpu.json"
+        if path.exists():
+            return json.loads(path.read_text()).get("slowest_20") or []
+    return []
+
+
+def markdown(rows, runs, mode, generated, slowest=()):
     cols = ["benchmark", "workload", "ours_warm", "compile", "reference", "ratio", "target",
             "met", "machine", "source"]
     head = ["benchmark", "workload", "ours (warm)", "compile", "reference", "ratio", "target",
@@ -478,6 +488,10 @@ def markdown(rows, runs, mode, generated):
     notes = [f"- {r['name']}: {r['reason']}" for r in runs if r.get("reason")]
     failed = [f"- {r['name']}: exit code {r['rc']}, log {r['log']}" for r in runs
               if r.get("ran") and r.get("rc")]
+    if slowest:
+        lines += ["", "The default suite's 20 slowest tests (`suite_cpu.json`):", "",
+                  "| test | seconds |", "|---|---|"]
+        lines += [f"| {esc(t['test'])} | {t['seconds']:.1f} |" for t in slowest]
     if notes:
         lines += ["", "Not rerun:", ""] + notes
     if failed:
@@ -598,7 +612,7 @@ def main(argv=None):
     summary["device"] = args.device
     tail = "" if args.device == "cpu" else f"_{args.device}"
     (out_dir / f"summary{tail}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    md = markdown(rows, runs, mode, generated)
+    md = markdown(rows, runs, mode, generated, slowest_tests(out_dir))
     (out_dir / f"SUMMARY{tail}.md").write_text(md)
     print(md)
     print(f"wrote {out_dir / f'summary{tail}.json'} and {out_dir / f'SUMMARY{tail}.md'}")
