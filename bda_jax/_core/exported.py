@@ -21,7 +21,8 @@ implementation). A file whose header or contents do not check is exported again 
 typed PRNG key is passed as its key data and wrapped again inside the program (its
 implementation is part of the key). Calls inside another trace (``jit``, ``grad``, ``vmap``:
 the call is then part of that trace, and differentiable as usual), with Python scalars or
-weak-typed arrays (whose promotion an export does not keep), with static arguments whose
+weak-typed arrays (whose promotion an export does not keep), with arrays sharded over several
+devices (an export is lowered for one), with static arguments whose
 ``repr`` is not the same in every process (a function, an object), and functions the export
 refuses, go to ``jax.jit``. A NamedTuple result needs :func:`serializable` on its class;
 without it the program still runs, with one :class:`ExportWarning`.
@@ -106,11 +107,14 @@ def _leaf_array(x):
     """``(array, aval)`` for one argument leaf: the array the program takes and its (shape,
     canonical dtype), with a typed PRNG key passed as its key data and its implementation's name
     added to the aval; ``(None, None)`` where an export would not keep the call's meaning (a
-    tracer, a Python scalar, a weak-typed array, another extended dtype)."""
+    tracer, a Python scalar, a weak-typed array, an array sharded over several devices, another
+    extended dtype)."""
     if isinstance(x, jax.core.Tracer) or not isinstance(x, (np.ndarray, np.generic, jax.Array)):
         return None, None
     if getattr(x, "weak_type", False):
         return None, None
+    if isinstance(x, jax.Array) and len(x.sharding.device_set) != 1:
+        return None, None                     # sharded over devices: jit keeps its sharding
     dtype = x.dtype
     if not isinstance(dtype, np.dtype):                      # an extended dtype
         if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):

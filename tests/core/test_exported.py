@@ -267,3 +267,28 @@ def test_arguments_are_bound_as_python_binds_them(folder):
                          ((a, b), dict(d=d, z=one))]:
         with pytest.raises(TypeError):
             g(*args, **kwargs)
+
+
+def test_arrays_sharded_over_devices_go_to_jit(tmp_path):
+    """Four CPU devices in a child process: a sharded argument keeps jax.jit's program (and
+    its sharding); nothing is exported."""
+    code = f"""
+import numpy as np, jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+from bda_jax._core import compilation, exported
+compilation.set_exported_folder({str(tmp_path / "exported")!r})
+double = exported.persistent_jit(lambda x: x * 2)
+x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(jax.make_mesh((4,), ("t",)), P("t")))
+y = double(x)
+assert np.array_equal(np.asarray(y), np.arange(8) * 2) and len(y.sharding.device_set) == 4
+files = lambda: len(list(compilation.exported_folder().glob("*.jaxexport")))
+assert files() == 0, "a sharded call was exported"
+double(np.arange(8, dtype=np.float32))                 # one device: exported
+print(files())
+"""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "1"
