@@ -36,8 +36,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -45,6 +43,7 @@ import jax
 import numpy as np
 
 from . import compilation
+from .io import atomic_write
 
 __all__ = ["persistent_jit", "serializable", "program_key", "ExportWarning", "HEADER", "SUFFIX"]
 
@@ -159,19 +158,11 @@ def _write(path: Path, exp, name: str) -> None:
                       f"({err})",
                       ExportWarning, stacklevel=4)
         return
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
+        atomic_write(path, lambda f: f.write(blob), suffix=SUFFIX + ".tmp", binary=True)
     except OSError:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        pass
 
 
 class persistent_jit:
